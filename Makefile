@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` (the main job on the embedded default) and
+# `make test` (brings the test lab up, then tests, lint and type checks).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lab lab-down lint check
+
+demo: $(STAMP)
+	$(PYTHON) scripts/testlab.py up --engine-only
+	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
+
+test: $(STAMP) lab
+	$(BIN)/pytest
+	$(MAKE) lint
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+lab:
+	$(PYTHON) scripts/testlab.py up
+
+lab-down:
+	$(PYTHON) scripts/testlab.py down
+
+$(STAMP): pyproject.toml
+	$(PYTHON) scripts/venv.py $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)

@@ -1,0 +1,1 @@
+"""Benchmarks: manifests, run specs, LoadGen settings and logs, verdicts, the run store."""

@@ -1,0 +1,1 @@
+"""System description collectors: a command plus a pure parser per topic."""

@@ -1,0 +1,1 @@
+"""Prefect flows, tasks, deployments and the `subrun` command line (the only Prefect users)."""

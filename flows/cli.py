@@ -1,0 +1,71 @@
+"""The `subrun` command line. Errors from below arrive as SubrunError and leave as one paragraph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lab.errors import SubrunError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (hosts.yaml).")
+app.add_typer(hosts_app, name="hosts")
+
+out = Console()
+err = Console(stderr=True)
+
+InventoryArg = Annotated[
+    Path | None, typer.Argument(help="hosts.yaml to use (default: the shipped embedded one).")
+]
+T = TypeVar("T")
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run fn; a SubrunError is printed as its message and exits with its code, no traceback."""
+    try:
+        return fn()
+    except SubrunError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(e.exit_code) from None
+
+
+@hosts_app.command("check")
+def hosts_check(file: InventoryArg = None) -> None:
+    """Validate hosts.yaml, then connect to every host and report what a campaign needs."""
+    from lab.config import load_inventory
+    from lab.probe import probe
+
+    inventory = guarded(lambda: load_inventory(file))
+    table = Table(title=f"hosts in {file or 'the embedded default'}")
+    for column in ("host", "transport", "reachable", "docker", "free GB", "clock offset s"):
+        table.add_column(column)
+    reports = []
+    for config in inventory.hosts:
+        report = probe(config)
+        reports.append(report)
+        table.add_row(
+            report.name,
+            config.transport,
+            "yes" if report.reachable else "[red]no[/]",
+            report.docker,
+            f"{report.free_gb:.1f}" if report.free_gb is not None else "?",
+            f"{report.clock_offset_s:+.3f}" if report.clock_offset_s is not None else "?",
+        )
+    out.print(table)
+    problems = [p for r in reports for p in r.problems]
+    for problem in problems:
+        err.print(f"[yellow]problem:[/] {problem}", highlight=False, soft_wrap=True)
+    if any(not r.reachable for r in reports):
+        raise typer.Exit(3)
+    out.print(f"{len(reports)} host(s) reachable"
+              + (f", {len(problems)} problem(s) to look at." if problems else ", all fit."))
+
+
+def main() -> None:
+    """Entry point of the `subrun` console script."""
+    app()

@@ -1,0 +1,1 @@
+"""Lab layer: inventory models (hosts.yaml), the Host transports, Docker provisioning, errors."""

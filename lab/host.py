@@ -1,0 +1,230 @@
+"""The transport contract every target is reached through: run, put, get, detached processes.
+
+`LocalHost` and `SshHost` implement `run`, `put`, `get`; everything else, including detached
+processes that outlive the connection that started them, is built on `run` here, so both
+transports behave the same and share one contract test.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from lab.errors import CommandFailed, RunError
+
+OutputSink = Callable[[str], None]
+Stdin = bytes | Iterable[bytes] | None
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a finished command left behind: exit status, output, and how long it took."""
+
+    host: str
+    argv: tuple[str, ...]
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines of stdout then stderr, for error messages."""
+        text = (self.stdout.rstrip("\n") + "\n" + self.stderr.rstrip("\n")).strip("\n")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Detached:
+    """A handle on a process started with `start_detached`; enough to find it again later."""
+
+    host: str
+    name: str
+    state_dir: str
+    pid: int
+
+    @property
+    def log_path(self) -> str:
+        return f"{self.state_dir}/out.log"
+
+
+@dataclass(frozen=True)
+class DetachedStatus:
+    """Whether a detached process still runs, and its exit status once it has ended."""
+
+    running: bool
+    exit_status: int | None
+    lost: bool = False  # neither running nor with a recorded exit (killed with SIGKILL, reboot)
+
+
+# The wrapper runs the command in its own session so that neither a closed SSH channel nor a
+# SIGHUP reaches it, records its pid first and its exit status last (atomically, via rename).
+# It forwards TERM/INT/HUP to the command and stays alive to record how the command ended.
+_WRAPPER = r"""
+d=$0
+echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
+"$@" > "$d/out.log" 2>&1 < /dev/null &
+child=$!
+trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+wait $child; rc=$?
+while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
+echo $rc > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
+"""
+
+_START_SCRIPT = r"""
+d=$1; w=$2; shift 2
+mkdir -p "$d" && rm -f "$d/exit" "$d/pid"
+setsid sh -c "$w" "$d" "$@" < /dev/null > /dev/null 2>&1 &
+i=0
+while [ ! -s "$d/pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+cat "$d/pid"
+"""
+
+_STATUS_SCRIPT = r"""
+d=$1
+if [ -s "$d/exit" ]; then echo "exit $(cat "$d/exit")"; exit 0; fi
+if [ ! -s "$d/pid" ]; then echo missing; exit 0; fi
+if kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running; else
+  sleep 0.2; if [ -s "$d/exit" ]; then echo "exit $(cat "$d/exit")"; else echo lost; fi
+fi
+"""
+
+
+class Host(ABC):
+    """A target machine. Subclasses provide the transport; argv is never a shell string."""
+
+    def __init__(self, name: str, work_dir: str) -> None:
+        self.name = name
+        self.work_dir = work_dir
+
+    @abstractmethod
+    def run(
+        self,
+        argv: list[str] | tuple[str, ...],
+        *,
+        check: bool = True,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: Stdin = None,
+        on_output: OutputSink | None = None,
+    ) -> CommandResult:
+        """Run argv to completion; raise CommandFailed on a non-zero exit when check is set."""
+
+    @abstractmethod
+    def put(self, local_path: Path, remote_path: str) -> None:
+        """Copy one local file to the host, creating parent directories."""
+
+    @abstractmethod
+    def get(self, remote_path: str, local_path: Path) -> None:
+        """Copy one file from the host to a local path, creating parent directories."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, local transport has nothing to close
+        """Release the connection, if any."""
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- built on run -------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        """True when a file or directory exists at path on the host."""
+        return self.run(["test", "-e", path], check=False, timeout_s=30).ok
+
+    def read_text(self, path: str, *, timeout_s: float = 60) -> str:
+        """The content of a small text file on the host."""
+        return self.run(["cat", path], timeout_s=timeout_s).stdout
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents on the host."""
+        self.run(["mkdir", "-p", path], timeout_s=30)
+
+    def detached_dir(self, name: str) -> str:
+        return str(PurePosixPath(self.work_dir) / "detached" / name)
+
+    def start_detached(
+        self,
+        argv: list[str],
+        *,
+        name: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Detached:
+        """Start argv so that it survives this connection; find it again with `find_detached`."""
+        if not name or "/" in name:
+            raise RunError(f"Detached process name {name!r} must be a non-empty single path part.")
+        state_dir = self.detached_dir(name)
+        status = self._detached_status(state_dir)
+        if status.running:
+            raise RunError(
+                f"On host '{self.name}', a detached process named '{name}' is already running; "
+                "reattach to it with find_detached instead of starting it twice."
+            )
+        inner = list(argv)
+        if env:
+            inner = ["env", *(f"{k}={v}" for k, v in env.items()), *inner]
+        if cwd:
+            inner = ["sh", "-c", 'cd "$0" && exec "$@"', cwd, *inner]
+        result = self.run(["sh", "-c", _START_SCRIPT, "sh", state_dir, _WRAPPER, *inner],
+                          timeout_s=60)
+        try:
+            pid = int(result.stdout.strip())
+        except ValueError as e:
+            raise CommandFailed(result, f"On host '{self.name}', detached process '{name}' did "
+                                f"not report its pid: {result.tail(5)!r}") from e
+        return Detached(host=self.name, name=name, state_dir=state_dir, pid=pid)
+
+    def find_detached(self, name: str) -> Detached | None:
+        """The handle of a detached process started earlier under name, or None."""
+        state_dir = self.detached_dir(name)
+        result = self.run(["cat", f"{state_dir}/pid"], check=False, timeout_s=30)
+        if not result.ok or not result.stdout.strip().isdigit():
+            return None
+        return Detached(self.name, name, state_dir, int(result.stdout.strip()))
+
+    def poll_detached(self, handle: Detached) -> DetachedStatus:
+        """Whether the detached process still runs, or how it ended."""
+        return self._detached_status(handle.state_dir)
+
+    def wait_detached(
+        self, handle: Detached, *, timeout_s: float, poll_s: float = 0.5
+    ) -> DetachedStatus:
+        """Poll until the detached process ends or timeout_s passes (then it still runs)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.poll_detached(handle)
+            if not status.running or time.monotonic() >= deadline:
+                return status
+            time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+    def stop_detached(self, handle: Detached, *, signal: str = "TERM") -> None:
+        """Signal the detached command; its wrapper records the exit status it ends with."""
+        self.run(["kill", f"-{signal}", str(handle.pid)], check=False, timeout_s=30)
+
+    def detached_log(self, handle: Detached) -> str:
+        """Everything the detached process wrote to stdout and stderr so far."""
+        return self.run(["cat", handle.log_path], check=False, timeout_s=60).stdout
+
+    def _detached_status(self, state_dir: str) -> DetachedStatus:
+        out = self.run(["sh", "-c", _STATUS_SCRIPT, "sh", state_dir], timeout_s=30).stdout.strip()
+        if out.startswith("exit "):
+            return DetachedStatus(running=False, exit_status=int(out.split()[1]))
+        if out == "running":
+            return DetachedStatus(running=True, exit_status=None)
+        return DetachedStatus(running=False, exit_status=None, lost=out == "lost")

@@ -1,0 +1,320 @@
+"""Targets reached over SSH (paramiko lives here and nowhere else).
+
+Host keys are always verified against a known_hosts file; an unknown key is accepted only when
+the host entry opts in to trust-on-first-use. A dropped link is re-established with backoff on the
+next call, but a command cut off by the drop is reported, never silently run again.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import paramiko
+
+from lab.config import HostConfig
+from lab.errors import CommandFailed, CommandTimedOut, ConnectError, ConnectionLost
+from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
+
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+CONNECT_TIMEOUT_S = 10.0
+USER_SSH_CONFIG = Path("~/.ssh/config").expanduser()
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and as whom to connect, after an ssh-config alias (if any) is resolved."""
+
+    address: str
+    port: int
+    user: str | None
+    key: Path | None
+    known_hosts: Path
+
+
+def resolve_target(config: HostConfig) -> SshTarget:
+    """Merge the host entry with ~/.ssh/config when it names an alias; entry values win."""
+    found: dict[str, Any] = {}
+    if config.ssh_alias and USER_SSH_CONFIG.exists():
+        found = dict(paramiko.SSHConfig.from_path(str(USER_SSH_CONFIG)).lookup(config.ssh_alias))
+    identity = found.get("identityfile", [None])[0]
+    known = found.get("userknownhostsfile", "~/.ssh/known_hosts").split()[0]
+    return SshTarget(
+        address=config.address or found.get("hostname") or config.ssh_alias or "",
+        port=config.port if config.port != 22 or "port" not in found else int(found["port"]),
+        user=config.user or found.get("user"),
+        key=config.key or (Path(identity).expanduser() if identity else None),
+        known_hosts=config.known_hosts or Path(known).expanduser(),
+    )
+
+
+class SshHost(Host):
+    """A target reached over SSH, with one persistent connection re-opened when it drops."""
+
+    def __init__(self, config: HostConfig) -> None:
+        super().__init__(config.name, config.work_dir)
+        self.config = config
+        self._client: paramiko.SSHClient | None = None
+        self._lock = threading.Lock()
+
+    # --- connection ---------------------------------------------------------------------
+
+    def connect(self) -> paramiko.Transport:
+        """The live transport, connecting (with backoff for transient faults) when needed."""
+        with self._lock:
+            if self._client is not None:
+                transport = self._client.get_transport()
+                if transport is not None and transport.is_active():
+                    return transport
+                self._client.close()
+                self._client = None
+            last: Exception | None = None
+            for delay in (0.0, *RECONNECT_DELAYS_S):
+                time.sleep(delay)
+                try:
+                    self._client = self._open()
+                    transport = self._client.get_transport()
+                    assert transport is not None
+                    transport.set_keepalive(15)
+                    return transport
+                except (OSError, EOFError, paramiko.SSHException) as e:
+                    if _is_final(e):
+                        raise self._translate(e) from e
+                    last = e
+            assert last is not None
+            raise self._translate(last) from last
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def drop_connection(self) -> None:
+        """Cut the link abruptly, as a network fault would (used by fault-injection tests)."""
+        if self._client is not None and (t := self._client.get_transport()) is not None:
+            t.sock.close()
+
+    def _open(self) -> paramiko.SSHClient:
+        target = resolve_target(self.config)
+        client = paramiko.SSHClient()
+        if target.known_hosts.exists():
+            client.load_host_keys(str(target.known_hosts))
+        if self.config.trust_on_first_use:
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        else:
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect(
+            target.address,
+            port=target.port,
+            username=target.user,
+            key_filename=str(target.key) if target.key else None,
+            look_for_keys=target.key is None,
+            allow_agent=target.key is None,
+            timeout=CONNECT_TIMEOUT_S,
+            banner_timeout=CONNECT_TIMEOUT_S,
+            auth_timeout=CONNECT_TIMEOUT_S,
+        )
+        if self.config.trust_on_first_use:
+            target.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+            client.save_host_keys(str(target.known_hosts))
+        return client
+
+    def _translate(self, e: Exception) -> ConnectError:
+        t = resolve_target(self.config)
+        where = f"host '{self.name}' ({t.user or 'default user'}@{t.address}:{t.port})"
+        hosts_entry = f"[{t.address}]:{t.port}" if t.port != 22 else t.address
+        if isinstance(e, paramiko.BadHostKeyException):
+            return ConnectError(
+                f"The host key of {where} has CHANGED: it offered {e.key.get_name()} "
+                f"{e.key.fingerprint}, but {t.known_hosts} records {e.expected_key.fingerprint}. "
+                "This is what a reinstalled machine or an interception looks like, so subrun "
+                "refuses to connect. If the change is expected, remove the old entry with "
+                f"`ssh-keygen -R '{hosts_entry}' -f {t.known_hosts}` and connect once to record "
+                "the new one."
+            )
+        if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
+            return ConnectError(
+                f"The host key of {where} is not in {t.known_hosts}, so subrun cannot verify it "
+                "and refuses to connect. Check the key's fingerprint with the machine's owner, "
+                f"then add it with `ssh-keyscan -p {t.port} {t.address} >> {t.known_hosts}`, or "
+                f"set `trust_on_first_use: true` for host '{self.name}' in hosts.yaml to accept "
+                "and record it on first contact."
+            )
+        if isinstance(e, paramiko.AuthenticationException):
+            key = f"the key {t.key}" if t.key else "the agent's and default keys"
+            return ConnectError(
+                f"{where} rejected {key} for user '{t.user}'. Check the `key:` and `user:` of "
+                f"host '{self.name}' in hosts.yaml and that the public key is in the target's "
+                "~/.ssh/authorized_keys."
+            )
+        return ConnectError(
+            f"Cannot reach {where}: {e or type(e).__name__}. Check that the machine is up, that "
+            f"sshd listens on port {t.port}, and the `address:`/`port:` in hosts.yaml; run "
+            "`subrun hosts check` to test every host."
+        )
+
+    # --- the contract -------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: list[str] | tuple[str, ...],
+        *,
+        check: bool = True,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: Stdin = None,
+        on_output: OutputSink | None = None,
+    ) -> CommandResult:
+        argv = tuple(argv)
+        transport = self.connect()
+        started = time.monotonic()
+        try:
+            chan = transport.open_session(timeout=CONNECT_TIMEOUT_S)
+            chan.exec_command(_command_line(argv, env, cwd))
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._lost(argv, "before the command could start") from e
+        feeder = _start_feeder(chan, stdin)
+        out, err, timed_out = _collect(chan, transport, started, timeout_s, on_output)
+        if feeder is not None:
+            feeder.join(timeout=5)
+        duration = time.monotonic() - started
+        if timed_out:
+            chan.close()
+            result = CommandResult(self.name, argv, -1, out, err, duration)
+            raise CommandTimedOut(result, f"On host '{self.name}', `{result.command}` did not "
+                                  f"finish within {timeout_s:g} s; subrun closed its channel.")
+        status = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        chan.close()
+        if status == -1 or not transport.is_active():
+            raise self._lost(argv, f"after {duration:.1f} s, while it was running")
+        result = CommandResult(self.name, argv, status, out, err, duration)
+        if check and not result.ok:
+            raise CommandFailed(result)
+        return result
+
+    def put(self, local_path: Path, remote_path: str) -> None:
+        self.makedirs(str(PurePosixPath(remote_path).parent))
+        try:
+            with self._sftp() as sftp:
+                sftp.put(str(local_path), remote_path)
+        except OSError as e:
+            raise ConnectError(f"Copying {local_path} to {self.name}:{remote_path} failed: "
+                               f"{e}.") from e
+
+    def get(self, remote_path: str, local_path: Path) -> None:
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._sftp() as sftp:
+                sftp.get(remote_path, str(local_path))
+        except OSError as e:
+            raise ConnectError(f"Copying {self.name}:{remote_path} to {local_path} failed: "
+                               f"{e}.") from e
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        sftp = paramiko.SFTPClient.from_transport(self.connect())
+        assert sftp is not None
+        return sftp
+
+    def _lost(self, argv: tuple[str, ...], when: str) -> ConnectionLost:
+        import shlex
+
+        return ConnectionLost(
+            f"The connection to host '{self.name}' dropped {when}: `{shlex.join(argv)}`. It may "
+            "or may not have completed on the target, so subrun does not run it again; the next "
+            "command reconnects.",
+            host=self.name,
+            argv=argv,
+        )
+
+
+def _command_line(argv: tuple[str, ...], env: Mapping[str, str] | None, cwd: str | None) -> str:
+    import shlex
+
+    parts = list(argv)
+    if env:
+        parts = ["env", *(f"{k}={v}" for k, v in env.items()), *parts]
+    line = shlex.join(parts)
+    return f"cd {shlex.quote(cwd)} && exec {line}" if cwd else line
+
+
+def _start_feeder(chan: paramiko.Channel, stdin: Stdin) -> threading.Thread | None:
+    if stdin is None:
+        chan.shutdown_write()
+        return None
+    chunks = [stdin] if isinstance(stdin, bytes) else stdin
+
+    def feed() -> None:
+        try:
+            for chunk in chunks:
+                chan.sendall(chunk)
+            chan.shutdown_write()
+        except (OSError, EOFError):
+            pass  # the link dropped or the command stopped reading; the caller reports it
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+def _collect(
+    chan: paramiko.Channel,
+    transport: paramiko.Transport,
+    started: float,
+    timeout_s: float | None,
+    on_output: OutputSink | None,
+) -> tuple[str, str, bool]:
+    """Read stdout and stderr until the command ends; True as third value on timeout."""
+    out, err = _Lines(on_output), _Lines(on_output)
+    while True:
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            return out.text(), err.text(), True
+        select.select([chan], [], [], 0.2)
+        while chan.recv_ready():
+            out.feed(chan.recv(65536))
+        while chan.recv_stderr_ready():
+            err.feed(chan.recv_stderr(65536))
+        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+            break
+        if not transport.is_active():
+            break
+    return out.text(), err.text(), False
+
+
+class _Lines:
+    """Accumulates output bytes and hands complete lines to an optional sink."""
+
+    def __init__(self, sink: OutputSink | None) -> None:
+        self.sink = sink
+        self.data = bytearray()
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.data += chunk
+        if self.sink is None:
+            return
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        for line in lines:
+            self.sink(line.decode("utf-8", errors="replace"))
+
+    def text(self) -> str:
+        if self.sink is not None and self.pending:
+            self.sink(self.pending.decode("utf-8", errors="replace"))
+            self.pending = b""
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _is_final(e: Exception) -> bool:
+    """Faults that retrying cannot fix: keys, authentication, refused host keys."""
+    if isinstance(e, paramiko.BadHostKeyException | paramiko.AuthenticationException):
+        return True
+    if isinstance(e, paramiko.SSHException) and "known_hosts" in str(e):
+        return True
+    return isinstance(e, socket.gaierror)

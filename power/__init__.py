@@ -1,0 +1,1 @@
+"""Power: PTDaemon protocol, our daemon, pyvisa analyzer drivers, ranging/testing sessions."""

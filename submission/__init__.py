@@ -1,0 +1,1 @@
+"""Submission: rules per round, tree layout, assembly, truncation, prechecks, checker, reports."""
