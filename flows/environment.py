@@ -1,0 +1,22 @@
+"""Where subrun keeps its state, and the Prefect settings it needs, set before Prefect loads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def subrun_home() -> Path:
+    """subrun's own data directory (Prefect home, caches): $SUBRUN_HOME or ~/.subrun."""
+    return Path(os.environ.get("SUBRUN_HOME", Path.home() / ".subrun"))
+
+
+def configure_prefect() -> None:
+    """Point Prefect at subrun's home unless the user chose otherwise; quiet and offline-safe."""
+    os.environ.setdefault("PREFECT_HOME", str(subrun_home() / "prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", "2")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")

@@ -1,0 +1,57 @@
+"""Campaign progress, published as a Prefect progress artifact and to CLI listeners."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+from uuid import UUID
+
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+
+@dataclass(frozen=True)
+class Step:
+    """One finished unit of work: a run (or a provisioning step) and how it ended."""
+
+    label: str
+    outcome: str  # "passed", "failed", "skipped", "reused"
+    done: int
+    total: int
+
+
+Listener = Callable[[Step], None]
+_listeners: list[Listener] = []
+
+
+def listen(listener: Listener) -> None:
+    """Receive every Step (the CLI draws its progress bar from these)."""
+    _listeners.append(listener)
+
+
+def unlisten(listener: Listener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+class CampaignProgress:
+    """Counts finished runs from any thread and mirrors the count in a progress artifact."""
+
+    def __init__(self, total: int, description: str) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self._lock = threading.Lock()
+        created = create_progress_artifact(progress=0.0, key="campaign-progress",
+                                           description=description)
+        self._artifact = cast(UUID, created)  # sync call site: the UUID, not a coroutine
+
+    def finished(self, label: str, outcome: str) -> None:
+        """Record one finished run."""
+        with self._lock:
+            self.done += 1
+            step = Step(label, outcome, self.done, self.total)
+            if self._artifact is not None:
+                update_progress_artifact(self._artifact, progress=100.0 * self.done / self.total)
+        for listener in list(_listeners):
+            listener(step)
