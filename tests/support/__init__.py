@@ -1,0 +1,1 @@
+"""Reusable pieces for tests that drive real parts (LoadGen runs, ...)."""
