@@ -10,11 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows import cli_describe
 from lab.errors import SubrunError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (hosts.yaml).")
 app.add_typer(hosts_app, name="hosts")
+cli_describe.register(app)
 
 out = Console()
 err = Console(stderr=True)
