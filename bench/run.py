@@ -45,6 +45,9 @@ class RunKind(StrEnum):
     TEST04 = "TEST04"
     TEST05 = "TEST05"
     TEST06 = "TEST06"
+    TEST07 = "TEST07"
+    TEST08 = "TEST08"
+    TEST09 = "TEST09"
     POWER = "power"  # a ranging then a testing performance run under the analyzer
 
     @property
