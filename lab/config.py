@@ -49,6 +49,7 @@ class DockerSettings(Strict):
     engine: bool = True
     docker_host: str | None = None  # DOCKER_HOST on the target, when not the default socket
     provision: Literal["build", "ship"] = "build"  # build on the target, or ship from controller
+    base_image: str | None = None  # what benchmark images build FROM here (default: manifest's)
     gpus: Literal["all"] | list[str] | None = None
     shm_size: Annotated[str, StringConstraints(pattern=r"^\d+[bkmgBKMG]?$")] = "1g"
     ulimits: dict[str, int] = Field(default_factory=dict)
@@ -108,6 +109,28 @@ class AnalyzerConfig(Strict):
     resource: str = "sim"  # "sim" (pyvisa-sim) or a VISA resource string
     host: str = "local"  # the host the daemon runs on
     port: Port = 8888
+    # How the controller reaches the daemon (and what it listens on); default: the host's
+    # address, or 127.0.0.1 for a local host.
+    address: str | None = None
+    sim_file: Path | None = None  # a pyvisa-sim YAML of your own instead of the shipped one
+    visa_library: str = ""  # pyvisa backend for a real instrument, e.g. "@py"; "" = default
+    python: str | None = None  # Python with subrun on the daemon's host; default python3
+    # For SPEC PTDaemon behind power-dev (the official path): PTDaemon's own device settings.
+    device_type: int | None = None  # default: 49 for WT310/WT310E, 52 for WT333E
+    device_port: str | None = None  # e.g. /dev/usbtmc0, or the serial number with -y
+    interface_flag: Literal["", "-g", "-n", "-y", "-U"] = ""
+
+    @field_validator("sim_file")
+    @classmethod
+    def _resolve_sim_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        path = Path(os.path.expanduser(value))
+        if not path.is_absolute() and info.context and "base_dir" in info.context:
+            path = Path(info.context["base_dir"]) / path
+        if not path.is_file():
+            raise ValueError(f"no pyvisa-sim file at {path}; fix `sim_file:` or remove it")
+        return path
 
 
 class DirectorConfig(Strict):
@@ -116,6 +139,10 @@ class DirectorConfig(Strict):
     host: str
     port: Port = 4950
     ntp_server: str | None = None
+    address: str | None = None  # how the power client reaches the server; default: host's
+    power_dev: str | None = None  # checkout of mlcommons/power-dev on the director
+    ptd: str | None = None  # SPEC PTDaemon binary on the director
+    python: str = "python3"  # Python that runs power-dev's server
 
 
 class Inventory(Strict):
