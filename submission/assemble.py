@@ -1,0 +1,151 @@
+"""Build `<division>/<submitter>/...` from the run store, the system JSONs and the benchmarks.
+
+A result (host, benchmark, scenario) enters the tree only when every run it needs has a passing
+attempt: performance (or power, whose testing run is the performance run), accuracy, and the
+round's compliance tests for the model (closed and network divisions). Anything short of that is
+listed in the index with the reason, never half-written: a half result crashes the checker.
+
+The tree is built in a sibling staging folder and swapped in at the end, so a failed assembly
+leaves the previous tree as it was. The index (which run produced which folder) is written next
+to the tree, outside it, because the tree may hold nothing but what the checkers expect.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.run import RunKind
+from lab.errors import ConfigError
+from submission import documents, place
+from submission.index import PlacedResult, RunRef, SkippedResult, TreeIndex, write_index
+from submission.inputs import BenchmarkInput, StoredRun, SystemInput, latest_attempts
+from submission.layout import Layout, ResultKey, Style
+
+ResultRuns = dict[RunKind, StoredRun]
+
+
+@dataclass(frozen=True)
+class TreeRequest:
+    """Where the tree goes and what it is: division, submitter, round, layout style, tests."""
+
+    root: Path
+    division: str
+    submitter: str
+    round: str
+    style: Style = Style.V6
+    required_tests: Callable[[str], Sequence[str]] = lambda model: ()  # official model -> TESTs
+
+    def tests_for(self, model: str) -> list[str]:
+        """The compliance tests a result of model must carry in this division."""
+        return [] if self.division == "open" else list(self.required_tests(model))
+
+
+def assemble(request: TreeRequest, runs: Iterable[StoredRun],
+             systems: Mapping[str, SystemInput],
+             benchmarks: Mapping[str, BenchmarkInput]) -> TreeIndex:
+    """Write the submission tree for the latest passing attempt of each run; return its index."""
+    staging = request.root.with_name(request.root.name + ".assembling")
+    shutil.rmtree(staging, ignore_errors=True)
+    layout = Layout(staging, request.division, request.submitter, request.style)
+    index = TreeIndex(root=str(request.root), division=request.division,
+                      submitter=request.submitter, round=request.round, style=request.style.value)
+    used: dict[str, list[StoredRun]] = {}
+    for (host, bench_name, scenario), group in sorted(_group(runs).items()):
+        bench = _benchmark(benchmarks, bench_name)
+        system = _system(systems, host)
+        key = ResultKey(system.system_id, _model_dir(request, bench), scenario)
+        missing = _missing(request, bench, group)
+        if missing:
+            index.skipped.append(SkippedResult(
+                host=host, benchmark=bench_name, scenario=scenario, reason=missing,
+                runs={k.value: RunRef.of(r) for k, r in group.items()}))
+            continue
+        place.result(layout, key, bench, group)
+        _write(layout.readme(key), documents.readme(bench, key.system, group, key.model))
+        index.results.append(PlacedResult(
+            system=key.system, model_dir=key.model, scenario=scenario, host=host,
+            benchmark=bench_name, model=bench.model,
+            folder=layout.relative(layout.scenario_dir(key)),
+            runs={k.value: RunRef.of(r) for k, r in group.items()}))
+        used.setdefault(bench_name, []).extend(group.values())
+    if not index.results:
+        shutil.rmtree(staging, ignore_errors=True)
+        return _finish(request, index, staging, empty=True)
+    _submitter_files(request, layout, index, systems, benchmarks, used)
+    return _finish(request, index, staging, empty=False)
+
+
+def _group(runs: Iterable[StoredRun]) -> dict[tuple[str, str, str], ResultRuns]:
+    groups: dict[tuple[str, str, str], ResultRuns] = {}
+    for run in latest_attempts(runs):
+        spec = run.spec
+        groups.setdefault((spec.host, spec.benchmark, spec.scenario.value), {})[spec.kind] = run
+    return groups
+
+
+def _missing(request: TreeRequest, bench: BenchmarkInput, group: ResultRuns) -> str:
+    needed = ["performance or power" if not {RunKind.PERFORMANCE, RunKind.POWER} & group.keys()
+              else "", "" if RunKind.ACCURACY in group else "accuracy"]
+    needed += [t for t in request.tests_for(bench.model) if RunKind(t) not in group]
+    needed = [n for n in needed if n]
+    if not needed:
+        return ""
+    return ("no passing " + ", ".join(needed) + " run: the result is left out of the tree "
+            "(a result without them fails or crashes the checker)")
+
+
+def _model_dir(request: TreeRequest, bench: BenchmarkInput) -> str:
+    return bench.open_name if request.division == "open" and bench.open_name else bench.model
+
+
+def _benchmark(benchmarks: Mapping[str, BenchmarkInput], name: str) -> BenchmarkInput:
+    if name not in benchmarks:
+        raise ConfigError(f"Runs of benchmark '{name}' are in the run store, but no manifest "
+                          f"was given for it (known: {', '.join(sorted(benchmarks)) or 'none'}). "
+                          f"Check that images/{name}/benchmark.yaml exists.")
+    return benchmarks[name]
+
+
+def _system(systems: Mapping[str, SystemInput], host: str) -> SystemInput:
+    if host not in systems:
+        raise ConfigError(f"Host '{host}' has runs but no system description; the checker "
+                          "crashes on a results folder without systems/<id>.json. Run "
+                          f"`subrun describe {host}` (or the campaign's describe step) first.")
+    return systems[host]
+
+
+def _submitter_files(request: TreeRequest, layout: Layout, index: TreeIndex,
+                     systems: Mapping[str, SystemInput], benchmarks: Mapping[str, BenchmarkInput],
+                     used: Mapping[str, list[StoredRun]]) -> None:
+    hosts = {r.host for r in index.results}
+    for host in sorted(hosts):
+        system = systems[host]
+        place.system(layout, system, request.division, request.submitter)
+    for name, runs in sorted(used.items()):
+        bench = benchmarks[name]
+        index.warnings += place.source(layout, bench, runs)
+    if request.division == "closed":
+        _write(layout.calibration_md, documents.calibration_md(request.submitter))
+    mapping = {b.open_name: b.model for n, b in sorted(benchmarks.items())
+               if n in used and b.open_name and b.open_name != b.model}
+    if request.division == "open" and mapping:
+        _write(layout.model_mapping_json, json.dumps(mapping, indent=2, sort_keys=True) + "\n")
+
+
+def _finish(request: TreeRequest, index: TreeIndex, staging: Path, *, empty: bool) -> TreeIndex:
+    if not empty:
+        index.warnings += place.tidy(staging)
+        if request.root.exists():
+            shutil.rmtree(request.root)
+        staging.rename(request.root)
+    write_index(index)
+    return index
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

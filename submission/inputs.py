@@ -1,0 +1,99 @@
+"""What assembly reads: stored runs, system descriptions, benchmark sources, and which runs count.
+
+These are narrow values so the tree can be built from any run store, collector or manifest that
+can produce them; `submission.sources` adapts the project's own store and manifests to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from bench.run import RunKind, RunRecord, RunSpec, Scenario
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One attempt of a run in the run store: its record and the folder holding its files."""
+
+    record: RunRecord
+    folder: Path
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.record.spec
+
+    @property
+    def passed(self) -> bool:
+        verdict = self.record.verdict
+        return self.record.state == "finished" and verdict is not None and verdict.passed
+
+    def file(self, name: str) -> Path | None:
+        """The stored file called name (a relative path, or a bare file name found anywhere)."""
+        direct = self.folder / name
+        if direct.is_file():
+            return direct
+        if "/" in name:
+            return None
+        for stored in sorted(self.record.files, key=lambda s: (s.count("/"), s)):
+            if PurePosixPath(stored).name == name and (self.folder / stored).is_file():
+                return self.folder / stored
+        for path in sorted(self.folder.rglob(name)):
+            if path.is_file():
+                return path
+        return None
+
+
+@dataclass(frozen=True)
+class SystemInput:
+    """A system of the tree: its `system_desc_id` and the description JSON (collectors' output)."""
+
+    system_id: str
+    description: Mapping[str, Any]
+    power_yaml: str | None = None  # systems/<id>_power.yaml text (v6.1, optional)
+
+
+MEASUREMENT_FIELDS = ("input_data_types", "retraining", "starting_weights_filename",
+                      "weight_data_types", "weight_transformations")
+
+
+@dataclass(frozen=True)
+class BenchmarkInput:
+    """A benchmark's source and identity as the tree shows it (from images/<name>/)."""
+
+    name: str  # folder under images/
+    model: str  # official model name (closed), or the official benchmark an open model maps to
+    context_dir: Path  # the image's build context, copied to src/
+    version: str  # manifest version or content hash of the build context
+    open_name: str | None = None  # open division: the tree's model name, mapped via model_mapping
+    implementation: str = "reference"  # v5 measurement file name part
+    measurements: Mapping[str, str] = field(default_factory=dict)  # MEASUREMENT_FIELDS values
+    notes: str = ""  # shown in each README
+    command: Callable[[RunSpec], str] | None = None  # the exact command line that ran a spec
+
+
+RunLabel = tuple[str, str, str, Scenario, RunKind]  # host, benchmark, model, scenario, kind
+
+
+def run_label(spec: RunSpec) -> RunLabel:
+    """What makes runs "the same run" across attempts and re-runs with new settings."""
+    return (spec.host, spec.benchmark, spec.model, spec.scenario, spec.kind)
+
+
+def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True) -> list[StoredRun]:
+    """The latest (passing, by default) attempt of each run, in a stable order."""
+    best: dict[RunLabel, StoredRun] = {}
+    for run in runs:
+        if passing_only and not run.passed:
+            continue
+        label = run_label(run.spec)
+        current = best.get(label)
+        if current is None or _order(run) > _order(current):
+            best[label] = run
+    return [best[k] for k in sorted(best, key=lambda k: tuple(str(p) for p in k))]
+
+
+def _order(run: StoredRun) -> tuple[str, int]:
+    return (run.record.started_at.isoformat(), run.record.attempt)
