@@ -1,0 +1,136 @@
+"""LoadGen settings of a run: the user.conf keys, their text, and audit.config for compliance runs.
+
+LoadGen loads its own mlperf.conf (compiled in) the first time a harness loads user.conf, so a run
+gets exactly one user.conf and never a second mlperf.conf (LoadGen logs loading two conf files as
+an error). Keys are written with the model wildcard, `*.<LoadGen scenario>.<key>`, so they apply
+whatever model name the harness passes to LoadGen.
+
+Submission mode writes only the performance targets and nothing that lowers an official duration
+or count; short mode lowers min_duration and min_query_count so a run takes seconds (its verdict
+marks it not submittable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.rules import RoundRules
+from bench.run import Mode, RunKind, Scenario, Setting
+from lab.errors import ConfigError
+
+# Keys that lower or bypass an official duration, count or sampling, or turn a run into an audit;
+# a submission-mode user.conf must not carry them.
+OFFICIAL_KEYS = frozenset({
+    "min_duration", "max_duration", "min_query_count", "max_query_count",
+    "performance_sample_count_override", "accuracy_sample_count_override", "samples_per_query",
+    "target_latency_percentile", "mode", "accuracy_log_rng_seed", "accuracy_log_probability",
+    "accuracy_log_sampling_target", "performance_issue_unique", "performance_issue_same",
+    "performance_issue_same_index", "sample_concatenate_permutation", "test05",
+    "qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed",
+})
+KEY_PATTERN = re.compile(r"^[\w.*-]+\.(\*|SingleStream|MultiStream|Offline|Server)\.\w+$")
+SAMPLING_KINDS = (RunKind.TEST01, RunKind.TEST08)
+
+
+class PerfTargets(BaseModel):
+    """Performance inputs for one host x benchmark x scenario (hosts.yaml, the campaign file or
+    the benchmark manifest's defaults)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target_qps: float | None = Field(default=None, gt=0)  # Offline expected / Server target QPS
+    target_latency_ms: float | None = Field(default=None, gt=0)  # SingleStream/MultiStream
+    extra: dict[str, int | float] = Field(default_factory=dict)  # more keys: coalesce_queries
+
+
+class ShortMode(BaseModel):
+    """What short mode lowers; defaults keep each run to about a second on a fast SUT."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_duration_ms: int = Field(default=1000, ge=0)
+    # LoadGen's early stopping needs at least 64 SingleStream and 662 MultiStream queries
+    min_query_count: dict[Scenario, int] = Field(default_factory=lambda: {
+        Scenario.SINGLE_STREAM: 64, Scenario.MULTI_STREAM: 662, Scenario.OFFLINE: 1,
+        Scenario.SERVER: 100, Scenario.INTERACTIVE: 100})
+    accuracy_sample_count: int | None = Field(default=None, gt=0)  # None: the whole dataset
+
+
+def run_settings(scenario: Scenario, mode: Mode, targets: PerfTargets,
+                 short: ShortMode | None = None) -> dict[str, Setting]:
+    """The user.conf keys of a run (`*.<scenario>.<key>` -> value), for RunSpec.settings."""
+    sc = scenario.loadgen
+    settings: dict[str, Setting] = {}
+    if targets.target_qps is not None and scenario in (
+            Scenario.OFFLINE, Scenario.SERVER, Scenario.INTERACTIVE):
+        settings[f"*.{sc}.target_qps"] = targets.target_qps
+    if targets.target_latency_ms is not None and scenario in (
+            Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM):
+        settings[f"*.{sc}.target_latency"] = targets.target_latency_ms
+    for key, value in targets.extra.items():
+        settings[key if "." in key else f"*.{sc}.{key}"] = value
+    if mode is Mode.SHORT:
+        short = short or ShortMode()
+        settings[f"*.{sc}.min_duration"] = short.min_duration_ms
+        if scenario in short.min_query_count:
+            settings[f"*.{sc}.min_query_count"] = short.min_query_count[scenario]
+        if short.accuracy_sample_count:
+            settings[f"*.{sc}.accuracy_sample_count_override"] = short.accuracy_sample_count
+    check_settings(settings, mode)
+    return settings
+
+
+def check_settings(settings: dict[str, Setting], mode: Mode) -> None:
+    """ConfigError if a key is malformed, or lowers an official value in submission mode."""
+    for key, value in settings.items():
+        if not KEY_PATTERN.match(key):
+            raise ConfigError(f"user.conf key '{key}' is not of the form model.scenario.key "
+                              "(e.g. '*.Offline.target_qps').")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"user.conf key '{key}' needs a number, got {value!r}: LoadGen "
+                              "accepts only integers and decimals.")
+        name = key.rsplit(".", 1)[1]
+        if mode is Mode.SUBMISSION and name in OFFICIAL_KEYS:
+            raise ConfigError(
+                f"user.conf key '{key}' overrides an official LoadGen setting; a submission run "
+                "must keep the official durations, counts and seeds. Remove it, or run the "
+                "campaign in short mode (not submittable).")
+
+
+def render_conf(settings: Mapping[str, Setting], *, header: str = "") -> str:
+    """The text of a LoadGen config file (user.conf or audit.config) holding these keys."""
+    lines = [f"# {line}" for line in header.splitlines() if line.strip()]
+    lines += [f"{key} = {_number(value)}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def user_conf(settings: dict[str, Setting], mode: Mode, *, header: str = "") -> str:
+    """user.conf text for a run's settings, checked for its mode."""
+    check_settings(settings, mode)
+    note = "short mode: lowered durations and counts, not submittable" if mode is Mode.SHORT \
+        else "submission mode: official durations and counts from LoadGen's mlperf.conf"
+    return render_conf(settings, header=f"{header}\n{note}" if header else note)
+
+
+def audit_config(kind: RunKind, model: str, rules: RoundRules) -> str:
+    """audit.config text of a compliance test for a model, from the round's rules."""
+    if not kind.is_compliance:
+        raise ConfigError(f"{kind} is not a compliance test; only TEST* runs get an audit.config.")
+    lines = rules.audit_lines(kind, model)
+    if kind in SAMPLING_KINDS and not any(k.endswith(".accuracy_log_sampling_target")
+                                          for k in lines):
+        raise ConfigError(
+            f"bench/rounds/{rules.round}.yaml gives no {kind} accuracy_log_sampling_target for "
+            f"model '{model}', so its audit.config cannot be written. Add it under "
+            f"models.{rules.resolve(model)}.audit.{kind}.")
+    return render_conf(lines, header=f"{kind} audit.config for {rules.resolve(model)}, "
+                                     f"MLPerf Inference {rules.round}")
+
+
+def _number(value: Setting) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
