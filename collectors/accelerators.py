@@ -23,6 +23,7 @@ ROCM_SMI = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdri
             "--json")
 DT_MODEL = ("cat", "/proc/device-tree/model")
 TEGRA_RELEASE = ("cat", "/etc/nv_tegra_release")
+INTEGRATED = "(nvgpu)"  # how JetPack 6's nvidia-smi names a Jetson's integrated GPU
 
 
 class Accelerator(Facts):
@@ -79,18 +80,20 @@ class AcceleratorInfo(Facts):
 def collect(host: Host) -> AcceleratorInfo:
     """Look for NVIDIA, then AMD, then Jetson accelerators on host."""
     nvidia = run_probe(host, NVIDIA_QUERY)
-    if nvidia.ok:
+    if nvidia.ok and INTEGRATED not in nvidia.stdout:
         topo = output_or_empty(run_probe(host, NVIDIA_TOPO))
         return parse_nvidia(nvidia.stdout, topo)
-    if not is_missing(nvidia):
+    if not nvidia.ok and not is_missing(nvidia):
         return AcceleratorInfo(vendor="unknown", gap=why_failed(nvidia))
-    rocm = run_probe(host, ROCM_SMI)
-    if rocm.ok:
-        return parse_rocm(rocm.stdout)
-    if not is_missing(rocm):
-        return AcceleratorInfo(vendor="unknown", gap=why_failed(rocm))
+    if not nvidia.ok:
+        rocm = run_probe(host, ROCM_SMI)
+        if rocm.ok:
+            return parse_rocm(rocm.stdout)
+        if not is_missing(rocm):
+            return AcceleratorInfo(vendor="unknown", gap=why_failed(rocm))
     model = output_or_empty(run_probe(host, DT_MODEL))
-    return parse_jetson(model, output_or_empty(run_probe(host, TEGRA_RELEASE)))
+    return parse_jetson(model, output_or_empty(run_probe(host, TEGRA_RELEASE)),
+                        output_or_empty(nvidia))
 
 
 def parse_nvidia(query_text: str, topo_text: str = "") -> AcceleratorInfo:
@@ -129,12 +132,15 @@ def parse_rocm(text: str) -> AcceleratorInfo:
                            links=GpuLinks(gpus=len(devices)))
 
 
-def parse_jetson(dt_model: str, tegra_release: str = "") -> AcceleratorInfo:
-    """A Jetson's integrated GPU from its device-tree model, else no accelerator at all."""
+def parse_jetson(dt_model: str, tegra_release: str = "", nvidia_query: str = "") -> AcceleratorInfo:
+    """A Jetson's integrated GPU from its device-tree model (or nvidia-smi), else none at all."""
     model = dt_model.replace("\x00", "").strip()
-    if "Jetson" not in model:
+    if "Jetson" in model:
+        board = re.sub(r"\s+Developer Kit$", "", model)
+    elif INTEGRATED in nvidia_query:
+        board = "NVIDIA " + nvidia_query.split(",")[0].replace(INTEGRATED, "").strip()
+    else:
         return AcceleratorInfo(vendor="none")
-    board = re.sub(r"\s+Developer Kit$", "", model)
     release = re.search(r"# (R\d+) \(release\), REVISION: ([\d.]+)", tegra_release)
     driver = f"L4T {release.group(1)}.{release.group(2)}" if release else None
     return AcceleratorInfo(vendor="jetson", devices=(Accelerator(name=f"{board} integrated GPU"),),

@@ -47,26 +47,33 @@ class GpuLinks(Facts):
 
 
 def parse_nvidia_topo(text: str) -> GpuLinks:
-    """Read the GPU rows and columns of `nvidia-smi topo -m`."""
-    rows = [line.split("\t") for line in text.splitlines() if line.strip()]
-    if not rows:
+    """Read the GPU rows and columns of `nvidia-smi topo -m` (tab- or space-separated)."""
+    # The header row is underlined with escape codes even when stdout is not a terminal.
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in text.splitlines()]
+    rows = [_cells(line) for line in lines if line.strip()]
+    # The header and the first GPU row both start with GPU0; the header comes first.
+    start = next((i for i, row in enumerate(rows) if row[0] == "GPU0"), None)
+    if start is None:
         return GpuLinks()
-    header = [cell.strip() for cell in rows[0]]
-    columns = [i for i, cell in enumerate(header) if re.fullmatch(r"GPU\d+", cell)]
+    columns = [int(cell[3:]) for cell in rows[start] if re.fullmatch(r"GPU\d+", cell)]
     links: dict[tuple[int, int], str] = {}
-    for row in rows[1:]:
-        name = row[0].strip()
-        if not re.fullmatch(r"GPU\d+", name):
+    gpus = 0
+    for row in rows[start + 1:]:
+        if not re.fullmatch(r"GPU\d+", row[0]):
             continue
-        me = int(name[3:])
-        for col in columns:
-            other = int(header[col][3:])
-            if col < len(row) and other != me:
-                links[(min(me, other), max(me, other))] = row[col].strip()
-    gpus = sum(1 for row in rows[1:] if re.fullmatch(r"GPU\d+", row[0].strip()))
+        gpus += 1
+        me = int(row[0][3:])
+        for other, label in zip(columns, row[1:], strict=False):
+            if other != me:
+                links[(min(me, other), max(me, other))] = label
     nv = [label for label in links.values() if label.startswith("NV")]
     return GpuLinks(gpus=gpus, pairs=len(links), nvlink_pairs=len(nv),
                     nvlink_labels=tuple(sorted(set(nv))))
+
+
+def _cells(line: str) -> list[str]:
+    cells = line.split("\t") if "\t" in line else line.split()
+    return [cell.strip() for cell in cells if cell.strip()]
 
 
 def host_processor_interconnect(cpu: CpuInfo) -> str | None:

@@ -69,7 +69,8 @@ def parse(meminfo_text: str, dmidecode_text: str, *, gap: str | None = None) -> 
     total = re.search(r"^MemTotal:\s+(\d+)\s*kB", meminfo_text, re.M)
     dimms = parse_dmidecode(dmidecode_text)
     if not dimms and gap is None:
-        gap = "dmidecode lists no populated memory devices (a virtual machine?)"
+        gap = ("this machine has no SMBIOS tables for dmidecode to read" if "No SMBIOS" in
+               dmidecode_text else "dmidecode lists no populated memory devices")
     return MemoryInfo(total_kib=int(total.group(1)) if total else None, dimms=dimms,
                       dimm_gap=None if dimms else gap)
 
@@ -134,6 +135,6 @@ def _dimm_text(dimm: Dimm) -> str:
 
 
 def _size_text(gb: float) -> str:
-    if gb >= 1024 and gb % 1024 == 0:
+    if gb >= 1024:
         return f"{gb / 1024:g} TB"
     return f"{gb:g} GB"

@@ -57,8 +57,16 @@ class NetworkInfo(Facts):
     @property
     def networking_text(self) -> str | None:
         """E.g. "2x 10 Gb/s Ethernet (i40e), 1x 200 Gb/s InfiniBand (mlx5_core)"."""
-        groups = Counter(n.text for n in self.nics)
-        return ", ".join(f"{count}x {text}" for text, count in groups.items()) or None
+        # Ports of one kind and driver are one card model; a port without link shows no
+        # speed, so the group takes the fastest speed any of its ports reports.
+        groups: dict[tuple[str, str | None], list[Nic]] = {}
+        for nic in self.nics:
+            groups.setdefault((nic.kind, nic.driver), []).append(nic)
+        texts = []
+        for ports in groups.values():
+            fastest = max(ports, key=lambda n: n.speed_mbit or 0)
+            texts.append(f"{len(ports)}x {fastest.text}")
+        return ", ".join(texts) or None
 
     @property
     def types_text(self) -> str | None:
@@ -89,10 +97,11 @@ def parse_sysfs(text: str) -> NetworkInfo:
     nics = []
     for line in text.splitlines():
         fields = dict(pair.partition("=")[::2] for pair in line.split())
-        if fields.get("physical") != "1" or "iface" not in fields:
+        link_type = _int(fields.get("type"))
+        # Only Ethernet (incl. Wi-Fi) and InfiniBand ports; CAN buses and the like are not NICs.
+        if fields.get("physical") != "1" or "iface" not in fields or link_type not in _KINDS:
             continue
-        kind = "Wi-Fi" if fields.get("wireless") == "1" else _KINDS.get(
-            _int(fields.get("type")) or 1, "network")
+        kind = "Wi-Fi" if fields.get("wireless") == "1" else _KINDS[link_type]
         nics.append(Nic(
             name=fields["iface"],
             kind=kind,

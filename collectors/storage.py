@@ -8,6 +8,7 @@ not storage a submission describes.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 from collectors.command import Facts, run_probe, why_failed
@@ -81,7 +82,8 @@ def parse(text: str) -> StorageInfo:
     for dev in json.loads(text).get("blockdevices", []):
         name = str(dev.get("name", ""))
         size = int(dev.get("size") or 0)
-        if dev.get("type") != "disk" or size <= 0 or name.startswith(_NOT_STORAGE):
+        if (dev.get("type") != "disk" or size <= 0 or name.startswith(_NOT_STORAGE)
+                or re.fullmatch(r"mmcblk\d+(boot\d+|rpmb)", name)):  # eMMC hardware partitions
             continue
         model = (dev.get("model") or "").strip() or None
         disks.append(Disk(name=name, size_bytes=size, rotational=_bool(dev.get("rota")),
