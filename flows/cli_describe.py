@@ -46,6 +46,9 @@ def describe_command(
     problems = preflight([description], Mode.SHORT, inventory)
     for problem in problems:
         err.print(f"[yellow]to fix:[/] {problem}", highlight=False, soft_wrap=True)
+    if not image:
+        err.print("hint: pass --image IMAGE (the benchmark image) to read the framework and "
+                  "libraries from the image itself.", highlight=False, soft_wrap=True)
     verdict = (f"{len(problems)} field(s) to fix before a submission campaign."
                if problems else "Ready for a submission campaign.")
     console.print(verdict, highlight=False)
