@@ -204,14 +204,18 @@ class Daemon:
                 return  # the listener was closed by stop()
             conn.settimeout(None)
             where = f"{peer[0]}:{peer[1]}"
+            link = LineSocket(conn)
             with self._lock:
-                busy = self._client[1] if self._client is not None else None
+                busy = self._client
+                if busy is not None and _hung_up(busy[0].sock):
+                    busy = None  # gone already; its thread has not noticed yet
                 if busy is None:
-                    self._client = (LineSocket(conn), where)
+                    self._client = (link, where)
             if busy is not None:
-                self._refuse(conn, where, busy)
+                self._refuse(conn, where, busy[1])
                 continue
-            threading.Thread(target=self._serve, name="client", daemon=True).start()
+            threading.Thread(target=self._serve, args=(link, where), name="client",
+                             daemon=True).start()
 
     def _refuse(self, conn: socket.socket, where: str, busy: str) -> None:
         reply = (f"Error: subrun's power daemon serves one client at a time and {busy} is "
@@ -221,9 +225,7 @@ class Daemon:
             LineSocket(conn).send_line(reply)
         conn.close()
 
-    def _serve(self) -> None:
-        assert self._client is not None
-        link, where = self._client
+    def _serve(self, link: LineSocket, where: str) -> None:
         self.console.say(f"Client connected: {where}")
         try:
             while not self._stopping.is_set():
@@ -236,7 +238,8 @@ class Daemon:
         finally:
             link.close()
             with self._lock:
-                self._client = None
+                if self._client is not None and self._client[0] is link:
+                    self._client = None
             self.console.say(f"Client disconnected: {where}")
 
     def _answer(self, link: LineSocket, line: str) -> None:
@@ -248,6 +251,16 @@ class Daemon:
         for reply in replies:
             link.send_line(reply)
         self.console.say(f"Response to client sent: {replies[0]}")
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """True when the peer has closed the connection (a pending EOF or a reset)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def _listen(address: str, port: int) -> socket.socket:

@@ -22,7 +22,7 @@ from lab.transport import open_host
 from power.lock import analyzer_lock
 from power.phase import Workload
 from power.preflight import CLOCK_LIMIT_S, PreflightReport, check_clocks, check_identity
-from power.service import DaemonEndpoint, daemon_address, ensure_daemon, probe
+from power.service import DaemonEndpoint, daemon_address, ensure_daemon
 from power.session import Label, PowerResult, PowerSettings, run_power
 
 
@@ -59,7 +59,8 @@ def measure_power(request: PowerRequest, workload: Workload, *, sut: Host,
                 analyzer=analyzer.name, address=endpoint.address, port=endpoint.port,
                 label=request.label, out_dir=request.out_dir, settle_s=request.settle_s,
                 interval_ms=request.interval_ms, short_ranging=request.short_ranging)
-            return run_power(settings, workload, console=endpoint.console)
+            return run_power(settings, workload, console=endpoint.console,
+                             sample_log=endpoint.sample_log)
     finally:
         if daemon_host is not sut:
             daemon_host.close()
@@ -76,9 +77,8 @@ def prepare(request: PowerRequest, *, sut: Host, daemon_host: Host,
         address = daemon_address(analyzer, host_config)
         endpoint = ensure_daemon(daemon_host, analyzer, address=address)
         report.add("daemon host reachable", True, f"'{daemon_host.name}'")
-        identity = probe(endpoint.address, endpoint.port)
         report.add("daemon answering", True, f"{endpoint.address}:{endpoint.port}")
-        check_identity(report, identity, analyzer.model)
+        check_identity(report, endpoint.identity, analyzer.model)
         check_clocks(report, sut, daemon_host, "daemon host", request.clock_limit_s)
     except PowerError as e:
         report.add("daemon answering", False, str(e))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lab.errors import PowerError
-from power import metric
+from lab.errors import PowerError, SubrunError
+from power import metric, protocol
 from power.client import Identity, PtdClient
 from power.protocol import Sample
 
@@ -35,6 +35,7 @@ class WorkloadCall:
 
 
 Workload = Callable[[WorkloadCall], None]
+SampleLogReader = Callable[[], str]  # the text of the daemon's `-l` sample log
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,12 @@ class SampleMonitor:
 
 
 def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
-                  workload: Workload) -> list[Sample]:
-    """Run one phase under the analyzer; returns its samples or raises PowerError."""
+                  workload: Workload, sample_log: SampleLogReader | None = None) -> list[Sample]:
+    """Run one phase under the analyzer; returns its samples or raises PowerError.
+
+    On failure, samples the monitor had not fetched yet are recovered from the daemon's `-l`
+    log when sample_log can read it.
+    """
     client.set_range("V", plan.volts)
     client.set_range("A", plan.amps)
     time.sleep(plan.settle_s)
@@ -119,11 +124,11 @@ def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
     try:
         client.stop()
     except PowerError as e:
-        _salvage(monitor)
+        _salvage(monitor, sample_log)
         raise _failed(plan, monitor, e) from e
     finally:
         if workload_error is not None:
-            _salvage(monitor)
+            _salvage(monitor, sample_log)
     if workload_error is not None:
         raise workload_error
     monitor.fetch()
@@ -147,10 +152,24 @@ def _run_workload(client: PtdClient, identity: Identity, plan: PhasePlan,
                 client.set_load(False)
 
 
-def _salvage(monitor: SampleMonitor) -> None:
+def _salvage(monitor: SampleMonitor, sample_log: SampleLogReader | None) -> None:
     # the daemon may be gone; what the monitor fetched before is on disk already
     with contextlib.suppress(PowerError):
         monitor.fetch()
+    if sample_log is None:
+        return
+    try:
+        text = sample_log()
+    except SubrunError:
+        return  # the daemon's host is unreachable too; keep what we have
+    last = monitor.samples[-1].time if monitor.samples else None
+    monitor.keep([s for s, mark in _marked(text)
+                  if mark == monitor.mark and (last is None or s.time > last)])
+
+
+def _marked(text: str) -> list[tuple[Sample, str | None]]:
+    parsed = (protocol.parse_sample_line(line) for line in text.splitlines())
+    return [p for p in parsed if p is not None]
 
 
 def _failed(plan: PhasePlan, monitor: SampleMonitor, error: PowerError) -> PowerError:

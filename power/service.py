@@ -37,6 +37,7 @@ class DaemonEndpoint:
     address: str
     handle: Detached
     log_path: str  # the -l sample log on the daemon's host
+    identity: Identity  # what the daemon said when last probed
 
     @property
     def port(self) -> int:
@@ -45,6 +46,10 @@ class DaemonEndpoint:
     def console(self) -> str:
         """Everything the daemon printed so far (its PTDaemon-style console)."""
         return self.host.detached_log(self.handle)
+
+    def sample_log(self) -> str:
+        """The daemon's `-l` sample log, flushed line by line."""
+        return self.host.read_text(self.log_path)
 
 
 def daemon_address(analyzer: AnalyzerConfig, host: HostConfig) -> str:
@@ -109,8 +114,8 @@ def ensure_daemon(host: Host, analyzer: AnalyzerConfig, *, address: str,
     handle = host.find_detached(name)
     if handle is not None and host.poll_detached(handle).running:
         try:
-            probe(address, analyzer.port)
-            return DaemonEndpoint(analyzer, host, address, handle, log_path)
+            identity = probe(address, analyzer.port)
+            return DaemonEndpoint(analyzer, host, address, handle, log_path, identity)
         except DaemonBusy:
             raise
         except PowerError:
@@ -120,8 +125,8 @@ def ensure_daemon(host: Host, analyzer: AnalyzerConfig, *, address: str,
     host.makedirs(str(PurePosixPath(log_path).parent))
     argv = daemon_argv(analyzer, python=interpreter, address=address, log_path=log_path)
     handle = host.start_detached(argv, name=name)
-    _wait_ready(host, handle, address, analyzer.port)
-    return DaemonEndpoint(analyzer, host, address, handle, log_path)
+    identity = _wait_ready(host, handle, address, analyzer.port)
+    return DaemonEndpoint(analyzer, host, address, handle, log_path, identity)
 
 
 def stop_daemon(host: Host, handle: Detached, timeout_s: float = 15.0) -> None:
@@ -132,7 +137,7 @@ def stop_daemon(host: Host, handle: Detached, timeout_s: float = 15.0) -> None:
         host.wait_detached(handle, timeout_s=5)
 
 
-def _wait_ready(host: Host, handle: Detached, address: str, port: int) -> None:
+def _wait_ready(host: Host, handle: Detached, address: str, port: int) -> Identity:
     deadline = time.monotonic() + START_TIMEOUT_S
     last: PowerError | None = None
     while time.monotonic() < deadline:
@@ -142,8 +147,7 @@ def _wait_ready(host: Host, handle: Detached, address: str, port: int) -> None:
             raise PowerError(f"subrun's power daemon on host '{host.name}' exited with status "
                              f"{status.exit_status} while starting:\n{tail}")
         try:
-            probe(address, port, timeout_s=5)
-            return
+            return probe(address, port, timeout_s=5)
         except PowerError as e:
             last = e
             time.sleep(0.2)

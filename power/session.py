@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from lab.errors import PowerError
 from power import metric, protocol
 from power.client import Identity, PtdClient
-from power.phase import PhasePlan, Workload, measure_phase
+from power.phase import PhasePlan, SampleLogReader, Workload, measure_phase
 from power.plot import PhaseTrace, plot_power
 from power.protocol import Ranges, Sample
 
@@ -45,7 +45,7 @@ class PowerSettings(BaseModel):
     out_dir: Path
     settle_s: float = Field(default=10.0, ge=0)  # idle time after ranges are set and before Stop
     interval_ms: int = Field(default=1000, ge=100, le=60000)
-    poll_s: float = Field(default=2.0, gt=0)
+    poll_s: float = Field(default=1.0, gt=0)
     short_ranging: bool = False  # nightly tracking: a shorter ranging run
     timeout_s: float = Field(default=30.0, gt=0)
 
@@ -79,8 +79,13 @@ class PowerResult(BaseModel):
 
 
 def run_power(settings: PowerSettings, workload: Workload,
-              console: Callable[[], str] | None = None) -> PowerResult:
-    """Ranging then testing under the analyzer; raises PowerError when a phase fails."""
+              console: Callable[[], str] | None = None,
+              sample_log: SampleLogReader | None = None) -> PowerResult:
+    """Ranging then testing under the analyzer; raises PowerError when a phase fails.
+
+    console reads the daemon's console (kept as power/ptd_logs.txt); sample_log reads its
+    `-l` log, from which samples are recovered if the daemon stops mid-phase.
+    """
     started = datetime.now(UTC)
     session = f"{started:%Y-%m-%d_%H-%M-%S}_{settings.label}"
     out = settings.out_dir
@@ -90,12 +95,12 @@ def run_power(settings: PowerSettings, workload: Workload,
         initial = client.read_ranges()
         try:
             ranging = measure_phase(client, identity, _plan(settings, session, "ranging"),
-                                    workload)
+                                    workload, sample_log)
             volts, amps = metric.ranging_maxima(ranging, f"session {session}")
             testing_ranges = (f"{volts}", f"{amps * AMPS_MARGIN}")
             testing = measure_phase(client, identity,
                                     _plan(settings, session, "testing", testing_ranges),
-                                    workload)
+                                    workload, sample_log)
         finally:
             _restore(client, initial)
     finally:
