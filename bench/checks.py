@@ -120,6 +120,8 @@ def _retry(ctx: Context) -> tuple[dict[str, Setting] | None, str]:
             return None, "Lower target_qps and re-run."
         new = min(known) * RETRY_DOWN
         why = f"The SUT completed {measured} samples/s at target_qps {current}"
+    elif log.get("result_min_duration_met") is False or log.get("result_min_queries_met") is False:
+        return _retry_latency(ctx)
     else:
         return None, ("Early stopping needs more queries: run longer (in short mode raise "
                       "min_duration or min_query_count).")
@@ -127,6 +129,18 @@ def _retry(ctx: Context) -> tuple[dict[str, Setting] | None, str]:
         return None, f"{why}; set target_qps by hand and re-run."
     new = round(new, 3)
     return {**spec.settings, key: new}, f"{why}: re-run with target_qps {new}."
+
+
+def _retry_latency(ctx: Context) -> tuple[dict[str, Setting] | None, str]:
+    """SingleStream/MultiStream that ran out of queries: expect the latency it measured."""
+    key = f"*.{ctx.spec.scenario.loadgen}.target_latency"
+    measured_ns = _positive(ctx.log.get("result_mean_latency_ns"))
+    if measured_ns is None:
+        return None, "Lower target_latency (the expected latency) and re-run."
+    new = round(measured_ns / 1e6 * RETRY_DOWN, 4)
+    return ({**ctx.spec.settings, key: new},
+            f"The SUT answered in {measured_ns / 1e6:.4g} ms on average, faster than the expected "
+            f"latency, so LoadGen ran out of queries: re-run with target_latency {new} ms.")
 
 
 def _positive(value: object) -> float | None:

@@ -91,7 +91,7 @@ def _valid_keys(model: type[BaseModel], loc: Loc) -> list[str]:
             continue
         field = current.model_fields.get(str(part))
         if field is None:
-            return []
+            continue  # a key of a dict of models (e.g. models.resnet): step over it
         current = _inner_model(field.annotation)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return sorted(f.alias or name for name, f in current.model_fields.items())
