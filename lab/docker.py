@@ -44,6 +44,7 @@ class Engine:
         self.host = host
         self.settings = settings
         self._user: str | None = None
+        self._arch: str | None = None
 
     @property
     def env(self) -> dict[str, str] | None:
@@ -86,8 +87,18 @@ class Engine:
 
     def architecture(self) -> str:
         """The engine's CPU architecture as Docker reports it (x86_64, aarch64)."""
-        out = self.docker(["info", "--format", "{{.Architecture}}"], what="docker info")
-        return out.stdout.strip()
+        if self._arch is None:
+            out = self.docker(["info", "--format", "{{.Architecture}}"], what="docker info")
+            self._arch = out.stdout.strip()
+        return self._arch
+
+    def image_id(self, ref: str) -> str | None:
+        """The ID of image ref in this engine, or None when it has no such image."""
+        result = self.docker(["image", "inspect", "--format", "{{.Id}}", ref],
+                             what=f"looking up image '{ref}'", ok_if_missing=True)
+        if not result.ok:
+            return None
+        return result.stdout.strip() or None
 
 
 def engine_fault(result: CommandResult) -> str | None:
