@@ -219,9 +219,12 @@ def early_stopping(ctx: Context) -> list[Finding]:
     if ctx.log.get("early_stopping_met") is True:
         return [_ok("early_stopping", "early stopping met")]
     result = " ".join(str(ctx.log.get("early_stopping_result", "")).split())
-    return [_fail("early_stopping", f"early stopping not met: {result}".strip(": "),
-                  "Run longer so LoadGen sees enough queries (in short mode raise "
-                  "min_duration or min_query_count).")]
+    fix = ("Too many queries missed the latency bound: lower target_qps."
+           if ctx.spec.scenario in (Scenario.SERVER, Scenario.INTERACTIVE)
+           and ctx.log.get("result_perf_constraints_met") is False else
+           "Run longer so LoadGen sees enough queries (in short mode raise min_duration or "
+           "min_query_count).")
+    return [_fail("early_stopping", f"early stopping not met: {result}".strip(": "), fix)]
 
 
 def latency(ctx: Context) -> list[Finding]:
