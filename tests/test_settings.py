@@ -43,7 +43,8 @@ def loadgen_reads(tmp_path: Path, text: str, scenario: str, conf_type: int = 1) 
     done = subprocess.run([sys.executable, "-c", READ_CONF, str(conf), "resnet50", scenario,
                            str(conf_type)], capture_output=True, text=True, check=True,
                           cwd=tmp_path, timeout=60)
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    read: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return read
 
 
 def test_submission_mode_writes_only_targets(tmp_path: Path) -> None:
