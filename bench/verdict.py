@@ -29,6 +29,7 @@ from bench.loadgen_log import (
 )
 from bench.rules import RoundRules, load_rules
 from bench.run import Check, Mode, RunKind, RunSpec, Verdict
+from lab.errors import RunError
 
 
 class RunFiles(BaseModel):
@@ -40,15 +41,22 @@ class RunFiles(BaseModel):
     detail: DetailLog | None = None
     summary: SummaryLog | None = None
     accuracy_text: str | None = None
+    problem: str = ""  # why the detail log could not be read, when it could not
 
 
 def load_run_files(run_dir: Path) -> RunFiles:
-    """Read the logs of a run from its directory (the logs may sit in `output/`)."""
+    """Read the logs of a run from its directory (the logs may sit in `output/`); an unreadable
+    log becomes a `problem` for the verdict to report, not an exception."""
     logs = locate_logs(Path(run_dir))
-    detail = read_detail(logs / DETAIL) if (logs / DETAIL).is_file() else None
+    detail, problem = None, ""
+    if (logs / DETAIL).is_file():
+        try:
+            detail = read_detail(logs / DETAIL)
+        except RunError as e:
+            problem = str(e)
     summary = read_summary(logs / SUMMARY) if (logs / SUMMARY).is_file() else None
     accuracy = logs / ACCURACY_TXT
-    return RunFiles(logs_dir=str(logs), detail=detail, summary=summary,
+    return RunFiles(logs_dir=str(logs), detail=detail, summary=summary, problem=problem,
                     accuracy_text=accuracy.read_text(errors="replace") if accuracy.is_file()
                     else None)
 
@@ -65,10 +73,11 @@ def judge(spec: RunSpec, files: RunFiles, rules: RoundRules | None = None, *,
     rules = rules or load_rules(spec.round)
     if files.detail is None:
         where = files.logs_dir or "the run directory"
+        reason = files.problem or (f"The run left no {DETAIL} in {where}: LoadGen did not run, "
+                                   "or its logs were not collected.")
         return Verdict(passed=False, submittable=False,
-                       checks=[Check(name="detail_log", ok=False, detail=f"no {DETAIL}")],
-                       reason=f"The run left no {DETAIL} in {where}: LoadGen did not run, or "
-                              "its logs were not collected.",
+                       checks=[Check(name="detail_log", ok=False, detail=reason)],
+                       reason=reason,
                        fix="Look at the run's output tail; check that the harness writes its "
                            "logs to the output directory, then re-run.")
     ctx = Context(spec=spec, log=files.detail, rules=rules, model=rules.model(spec.model),

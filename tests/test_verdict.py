@@ -175,3 +175,6 @@ def test_missing_detail_log_is_a_failed_verdict(tmp_path: Path) -> None:
     verdict = judge(spec, RunFiles(logs_dir=str(tmp_path)))
     assert not verdict.passed and "mlperf_log_detail.txt" in verdict.reason
     assert judge_dir(spec, tmp_path).reason == verdict.reason
+    (tmp_path / "mlperf_log_detail.txt").write_text("Traceback (most recent call last):\n")
+    damaged = judge_dir(spec, tmp_path)
+    assert not damaged.passed and "not a LoadGen detail log" in damaged.reason
