@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 from bench.accuracy import MetricResult, score_accuracy
 from bench.loadgen_log import DetailLog
+from bench.retry import positive, retry_settings
 from bench.rules import ModelRules, RoundRules, round_of_seeds
 from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Setting
 
-RETRY_UP = 1.1  # Offline: a query big enough to outlast min_duration at the measured speed
-RETRY_DOWN = 0.9  # Server: back off below the load the SUT could not serve in time
 MULTIPLE_CONF = "Multiple conf files"
 PERFORMANCE_KINDS = (RunKind.PERFORMANCE, RunKind.POWER, RunKind.TEST01, RunKind.TEST04,
                      RunKind.TEST05)
@@ -98,56 +97,8 @@ def validity(ctx: Context) -> list[Finding]:
         ("result_perf_constraints_met", "latency constraint")) if log.get(key) is False]
     detail = f"LoadGen judged the run {state}" + (f" ({', '.join(unmet)} not met)" if unmet
                                                   else "")
-    retry, fix = _retry(ctx)
+    retry, fix = retry_settings(ctx.spec, ctx.log)
     return [_fail("valid", detail, fix, retry_settings=retry)]
-
-
-def _retry(ctx: Context) -> tuple[dict[str, Setting] | None, str]:
-    """Settings for a re-run of an INVALID run, derived from what it measured."""
-    log, spec = ctx.log, ctx.spec
-    key = f"*.{spec.scenario.loadgen}.target_qps"
-    current = _positive(spec.settings.get(key, log.effective.get("target_qps")))
-    if spec.scenario is Scenario.OFFLINE:
-        measured = _positive(log.get("result_samples_per_second"))
-        if log.get("result_min_duration_met") is not False or measured is None:
-            return None, "Look at the run's summary for why LoadGen judged it INVALID."
-        new = measured * RETRY_UP
-        why = f"The SUT ran {measured:g} samples/s, so target_qps {current} made too short a run"
-    elif spec.scenario in (Scenario.SERVER, Scenario.INTERACTIVE):
-        measured = _positive(log.get("result_completed_samples_per_sec"))
-        known = [x for x in (current, measured) if x is not None]
-        if not known:
-            return None, "Lower target_qps and re-run."
-        new = min(known) * RETRY_DOWN
-        why = f"The SUT completed {measured} samples/s at target_qps {current}"
-    elif log.get("result_min_duration_met") is False or log.get("result_min_queries_met") is False:
-        return _retry_latency(ctx)
-    else:
-        return None, ("Early stopping needs more queries: run longer (in short mode raise "
-                      "min_duration or min_query_count).")
-    if current is not None and abs(new - current) < 0.01 * current:
-        return None, f"{why}; set target_qps by hand and re-run."
-    new = round(new, 3)
-    return {**spec.settings, key: new}, f"{why}: re-run with target_qps {new}."
-
-
-def _retry_latency(ctx: Context) -> tuple[dict[str, Setting] | None, str]:
-    """SingleStream/MultiStream that ran out of queries: expect the latency it measured."""
-    key = f"*.{ctx.spec.scenario.loadgen}.target_latency"
-    measured_ns = _positive(ctx.log.get("result_mean_latency_ns"))
-    if measured_ns is None:
-        return None, "Lower target_latency (the expected latency) and re-run."
-    new = round(measured_ns / 1e6 * RETRY_DOWN, 4)
-    return ({**ctx.spec.settings, key: new},
-            f"The SUT answered in {measured_ns / 1e6:.4g} ms on average, faster than the expected "
-            f"latency, so LoadGen ran out of queries: re-run with target_latency {new} ms.")
-
-
-def _positive(value: object) -> float | None:
-    """value as a float if it is a positive number (not a bool), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return None
 
 
 def seeds(ctx: Context) -> list[Finding]:
@@ -332,7 +283,7 @@ def metrics(ctx: Context) -> dict[str, float]:
              "result_99.00_percentile_latency_ns": "p99_latency_ns"}
     if latency_key:
         names[latency_key] = "early_stopping_latency_ns"
-    found = {name: _positive(ctx.log.get(key)) for key, name in names.items()}
+    found = {name: positive(ctx.log.get(key)) for key, name in names.items()}
     return {name: value for name, value in found.items() if value is not None}
 
 

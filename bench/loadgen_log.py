@@ -20,6 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench.rules import Seeds
 from lab.errors import RunError
 
+DETAIL = "mlperf_log_detail.txt"
+SUMMARY = "mlperf_log_summary.txt"
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+ACCURACY_TXT = "accuracy.txt"  # written by the benchmark's accuracy script, not LoadGen
 MARKER = ":::MLLOG"
 AUDIT_FOUND = "Found Audit Config file"
 TEST05_FOUND = "Test05 flag detected"
@@ -241,11 +245,6 @@ def _power_time(value: Any) -> datetime | None:
     except ValueError:
         return None
 
-
-DETAIL = "mlperf_log_detail.txt"
-SUMMARY = "mlperf_log_summary.txt"
-ACCURACY_LOG = "mlperf_log_accuracy.json"
-ACCURACY_TXT = "accuracy.txt"  # written by the benchmark's accuracy script, not LoadGen
 
 
 def locate_logs(run_dir: Path) -> Path:
