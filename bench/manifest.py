@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -40,7 +41,17 @@ PLACEHOLDERS = ("scenario", "mode", "run_dir", "user_conf", "output_dir", "datas
                 "model_dir")
 _FIELD = re.compile(r"\{([^{}]*)\}")
 ContainerPath = Annotated[str, StringConstraints(pattern=r"^/[^\s]*$")]
-Checksum = Annotated[str, StringConstraints(pattern=r"^(md5:[0-9a-f]{32}|sha256:[0-9a-f]{64})$")]
+_CHECKSUM = re.compile(r"^(md5:[0-9a-f]{32}|sha256:[0-9a-f]{64})$")
+
+
+def _checksum(value: str) -> str:
+    if not _CHECKSUM.match(value):
+        raise ValueError("a checksum is 'md5:<32 hex digits>' or 'sha256:<64 hex digits>', "
+                         f"lower case (got {value!r})")
+    return value
+
+
+Checksum = Annotated[str, AfterValidator(_checksum)]
 ModelName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 MEASUREMENT_KEYS = Literal["input_data_types", "retraining", "starting_weights_filename",
                            "weight_data_types", "weight_transformations"]

@@ -75,6 +75,12 @@ def provision(
     options = options or ProvisionOptions()
     started = time.monotonic()
     engine.require(f"provisioning image '{spec.repository}'")
+    for step in spec.chain:
+        if not (step.context_dir / "Dockerfile").is_file():
+            raise ImageError(f"Cannot provision image '{step.repository}' on host "
+                             f"'{engine.host.name}': there is no Dockerfile at "
+                             f"{step.context_dir / 'Dockerfile'}. Every folder under images/ "
+                             "needs one.")
     if engine.settings.provision == "ship":
         if controller is None:
             raise ImageError(f"Host '{engine.host.name}' is marked `provision: ship`, but no "
