@@ -20,31 +20,12 @@ from power import metric
 from power.daemon import Daemon, DaemonOptions
 from power.lock import analyzer_lock, lock_holder
 from power.measure import PowerRequest, measure_power, prepare
-from power.phase import Workload, WorkloadCall
 from power.preflight import PreflightReport, check_clocks
 from power.service import stop_daemon
 from power.session import PowerSettings, run_power
-from tests.support.loadgen_run import TinySut, run_loadgen
+from tests.support.power_workload import loadgen_workload
 
 RUN_FILES = {"mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt"}
-
-
-def loadgen_workload(scenario: str, duration_ms: int = 2000,
-                     during: dict[str, threading.Timer] | None = None) -> Workload:
-    """Each call is one real LoadGen performance run of the tiny SUT (about duration_ms)."""
-    conf = (f"*.{scenario}.min_duration = {duration_ms}\n*.{scenario}.min_query_count = 1\n"
-            "*.Offline.target_qps = 500\n*.SingleStream.target_latency = 2\n")
-
-    def run(call: WorkloadCall) -> None:
-        timer = (during or {}).get(call.phase)
-        if timer is not None:
-            timer.start()  # a fault injected while LoadGen runs
-        run_loadgen(call.out_dir, scenario=scenario, user_conf=conf,
-                    sut=TinySut(sample_time_us=2000))
-        if timer is not None:
-            timer.join()
-
-    return run
 
 
 @pytest.fixture

@@ -1,0 +1,144 @@
+"""The official path: power-dev's unmodified server and client drive subrun's daemon.
+
+Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV=<path>); skipped without one. NTP is
+served by a test responder on an address of its own in 127.0.0.0/8, and power-dev's server starts
+subrun's daemon through a launcher in place of SPEC PTDaemon. The compliance checker must then
+pass every check but one: PTDaemon's version, because subrun's daemon says honestly what it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.errors import PowerError
+from lab.local import LocalHost
+from power.official import OfficialRequest, run_official, run_power_check
+from power.powerdev import (
+    ServerPlan,
+    server_conf,
+    start_power_server,
+    stop_power_server,
+    verify_checkout,
+)
+from power.service import launcher_script
+from tests.support.power_workload import loadgen_workload
+from tests.support.sntp import SntpServer
+
+CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
+needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout "
+                                    "of mlcommons/power-dev to run the official-path test")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ptd_launcher(tmp_path: Path) -> Iterator[Path]:
+    """subrun's daemon behind a `ptd` executable that records its pid, to clean up by pid."""
+    pids = tmp_path / "daemon.pids"
+    launcher = tmp_path / "subrun-ptd"
+    text = launcher_script(sys.executable)
+    launcher.write_text(text.replace("exec ", f'echo $$ >> "{pids}"\nexec ', 1))
+    launcher.chmod(0o755)
+    yield launcher
+    for pid in (pids.read_text().split() if pids.exists() else []):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)  # only if power-dev left one behind
+
+
+def test_server_conf_has_the_analyzer_section() -> None:
+    plan = ServerPlan("a1", "/opt/power-dev", "python3", "/opt/ptd/ptd-linux-x86", "0.0.0.0",
+                      4950, "pool.ntp.org", 49, "/dev/usbtmc0", 8888)
+    conf = server_conf(plan)
+    assert "[analyzer1]\ndeviceType: 49\ninterfaceFlag: \ndevicePort: /dev/usbtmc0\n" in conf
+    assert "ptd: /opt/ptd/ptd-linux-x86\nanalyzerCount: 1" in conf
+    assert "ntpServer: pool.ntp.org\nlisten: 0.0.0.0 4950" in conf
+
+
+@needs_checkout
+def test_modified_checkout_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "power-dev"
+    shutil.copytree(str(CHECKOUT), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    host = LocalHost("director", str(tmp_path))
+    verify_checkout(host, str(copy), sys.executable)  # pristine: accepted
+    with (copy / "ptd_client_server" / "lib" / "client.py").open("a") as f:
+        f.write("\n")
+    (copy / "ptd_client_server" / "extra.py").write_text("")
+    with pytest.raises(PowerError, match=r"changed \['lib/client.py'\], added \['extra.py'\]"):
+        verify_checkout(host, str(copy), sys.executable)
+
+
+@needs_checkout
+def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
+        tmp_path: Path, ptd_launcher: Path) -> None:
+    checkout = Path(str(CHECKOUT))
+    director = LocalHost("director", str(tmp_path / "director"))
+    with SntpServer() as ntp:
+        plan = ServerPlan("sim-pd", str(checkout), sys.executable, str(ptd_launcher),
+                          "127.0.0.1", free_port(), ntp.address, 49, "sim", free_port())
+        server = start_power_server(director, plan)
+        try:
+            assert server.identity.startswith("YokogawaWT310E,") and "subrun" in server.identity
+            out = tmp_path / "results" / "performance"
+            request = OfficialRequest(label="pdtest", out_dir=out, director_address="127.0.0.1",
+                                      director_port=plan.port, ntp_server=ntp.address,
+                                      client_checkout=checkout)
+            result = run_official(request, loadgen_workload("Offline", 12000))
+        finally:
+            stop_power_server(server)
+        assert not director.poll_detached(server.handle).running
+
+    for folder, names in {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
+                                    "server.log"},
+                          "ranging": {"mlperf_log_detail.txt", "mlperf_log_summary.txt",
+                                      "spl.txt"},
+                          "run_1": {"mlperf_log_detail.txt", "mlperf_log_summary.txt",
+                                    "spl.txt"}}.items():
+        assert {p.name for p in (out / folder).iterdir()} == names, folder
+    assert 30 < result.avg_power_w < 50  # power-dev sends no load hint: the idle profile
+    assert not result.submittable and "subrun" in result.ptd_identity
+
+    passed, report = run_power_check(checkout, out)
+    failed = [line for line in report.splitlines() if "[ ]" in line]
+    assert not passed
+    assert failed == [line for line in failed if "Check PTD commands and replies" in line], report
+    assert len(failed) == 1, report
+    assert "1.11.1" in report  # the version check is the one that fails, on purpose
+
+
+def test_relay_runs_the_workload_phases_in_order(tmp_path: Path) -> None:
+    import subprocess
+
+    from power.phase import WorkloadCall
+    from power.relay import RelayServer
+
+    seen: list[WorkloadCall] = []
+
+    def workload(call: WorkloadCall) -> None:
+        seen.append(call)
+        if call.phase == "testing":
+            raise RuntimeError("the benchmark container exited 137")
+
+    with RelayServer(workload, tmp_path / "loadgen", short_ranging=True) as relay:
+        command = relay.command(sys.executable)
+        runs = [subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
+                for _ in range(3)]  # as power-dev's client runs `-w`, with a shell
+    assert [r.returncode for r in runs] == [0, 1, 1]
+    assert "testing workload failed: the benchmark container exited 137" in runs[1].stderr
+    assert "third workload run" in runs[2].stderr
+    assert [(c.phase, c.short, c.out_dir.name) for c in seen] == [
+        ("ranging", True, "ranging"), ("testing", False, "testing")]
+    assert isinstance(relay.errors[0], RuntimeError)
