@@ -50,21 +50,35 @@ def assemble(request: TreeRequest, runs: Iterable[StoredRun],
     """Write the submission tree for the latest passing attempt of each run; return its index."""
     staging = request.root.with_name(request.root.name + ".assembling")
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        return _assemble(request, staging, runs, systems, benchmarks)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _assemble(request: TreeRequest, staging: Path, runs: Iterable[StoredRun],
+              systems: Mapping[str, SystemInput],
+              benchmarks: Mapping[str, BenchmarkInput]) -> TreeIndex:
     layout = Layout(staging, request.division, request.submitter, request.style)
     index = TreeIndex(root=str(request.root), division=request.division,
                       submitter=request.submitter, round=request.round, style=request.style.value)
+    runs = list(runs)
+    failing = {(r.spec.host, r.spec.benchmark, r.spec.scenario.value, r.spec.kind): r
+               for r in latest_attempts(runs, passing_only=False) if not r.passed}
     used: dict[str, list[StoredRun]] = {}
     for (host, bench_name, scenario), group in sorted(_group(runs).items()):
         bench = _benchmark(benchmarks, bench_name)
-        system = _system(systems, host)
-        key = ResultKey(system.system_id, _model_dir(request, bench), scenario)
+        key = ResultKey(_system(systems, host).system_id, _model_dir(request, bench), scenario)
         missing = _missing(request, bench, group)
         if missing:
+            why = [f"{k.value}: {_reason(r)}" for (h, b, s, k), r in sorted(failing.items())
+                   if (h, b, s) == (host, bench_name, scenario) and k.value in missing]
             index.skipped.append(SkippedResult(
-                host=host, benchmark=bench_name, scenario=scenario, reason=missing,
+                host=host, benchmark=bench_name, scenario=scenario,
+                reason=_skip_reason(missing, why),
                 runs={k.value: RunRef.of(r) for k, r in group.items()}))
             continue
-        place.result(layout, key, bench, group)
+        index.warnings += place.result(layout, key, bench, group)
         _write(layout.readme(key), documents.readme(bench, key.system, group, key.model))
         index.results.append(PlacedResult(
             system=key.system, model_dir=key.model, scenario=scenario, host=host,
@@ -72,11 +86,9 @@ def assemble(request: TreeRequest, runs: Iterable[StoredRun],
             folder=layout.relative(layout.scenario_dir(key)),
             runs={k.value: RunRef.of(r) for k, r in group.items()}))
         used.setdefault(bench_name, []).extend(group.values())
-    if not index.results:
-        shutil.rmtree(staging, ignore_errors=True)
-        return _finish(request, index, staging, empty=True)
-    _submitter_files(request, layout, index, systems, benchmarks, used)
-    return _finish(request, index, staging, empty=False)
+    if index.results:
+        _submitter_files(request, layout, index, systems, benchmarks, used)
+    return _finish(request, index, staging)
 
 
 def _group(runs: Iterable[StoredRun]) -> dict[tuple[str, str, str], ResultRuns]:
@@ -87,15 +99,22 @@ def _group(runs: Iterable[StoredRun]) -> dict[tuple[str, str, str], ResultRuns]:
     return groups
 
 
-def _missing(request: TreeRequest, bench: BenchmarkInput, group: ResultRuns) -> str:
-    needed = ["performance or power" if not {RunKind.PERFORMANCE, RunKind.POWER} & group.keys()
-              else "", "" if RunKind.ACCURACY in group else "accuracy"]
-    needed += [t for t in request.tests_for(bench.model) if RunKind(t) not in group]
-    needed = [n for n in needed if n]
-    if not needed:
-        return ""
-    return ("no passing " + ", ".join(needed) + " run: the result is left out of the tree "
-            "(a result without them fails or crashes the checker)")
+def _missing(request: TreeRequest, bench: BenchmarkInput, group: ResultRuns) -> list[str]:
+    """The run kinds a result still lacks a passing attempt of."""
+    needed = [] if {RunKind.PERFORMANCE, RunKind.POWER} & group.keys() else ["performance"]
+    needed += [] if RunKind.ACCURACY in group else ["accuracy"]
+    return needed + [t for t in request.tests_for(bench.model) if RunKind(t) not in group]
+
+
+def _skip_reason(missing: list[str], why: list[str]) -> str:
+    text = (f"no passing {', '.join(missing)} run, so the result is left out of the tree "
+            "(without it the checker fails or crashes on the result)")
+    return text + (". Latest attempts: " + "; ".join(why) if why else "")
+
+
+def _reason(run: StoredRun) -> str:
+    verdict = run.record.verdict
+    return (verdict.reason if verdict else run.record.error) or run.record.state
 
 
 def _model_dir(request: TreeRequest, bench: BenchmarkInput) -> str:
@@ -136,12 +155,15 @@ def _submitter_files(request: TreeRequest, layout: Layout, index: TreeIndex,
         _write(layout.model_mapping_json, json.dumps(mapping, indent=2, sort_keys=True) + "\n")
 
 
-def _finish(request: TreeRequest, index: TreeIndex, staging: Path, *, empty: bool) -> TreeIndex:
-    if not empty:
+def _finish(request: TreeRequest, index: TreeIndex, staging: Path) -> TreeIndex:
+    if index.results:
         index.warnings += place.tidy(staging)
         if request.root.exists():
             shutil.rmtree(request.root)
         staging.rename(request.root)
+    else:
+        index.warnings.append(f"no result had all its runs passing: {request.root} was not "
+                              "written (an earlier tree there, if any, is left as it was)")
     write_index(index)
     return index
 

@@ -64,8 +64,9 @@ def build_info(bench: BenchmarkInput, runs: Sequence[StoredRun]) -> str:
                                              if bench.open_name else ""),
              f"- Image digests used: {', '.join(f'`{d}`' for d in digests) or 'not recorded'}",
              f"- LoadGen: {', '.join(f'`{v}`' for v in loadgen) or 'not recorded'}", "",
-             "This folder is the image's build context: `docker build` in it rebuilds the image "
-             "(the base image is the `BASE` build argument)."]
+             "Build contexts of the image chain (root first): "
+             + ", ".join(f"`src/{name}`" for name, _ in bench.contexts) + ". `docker build` in "
+             "each, in that order, rebuilds the image (each builds FROM the previous one)."]
     return "\n".join(lines) + "\n"
 
 

@@ -35,15 +35,18 @@ class StoredRun:
         direct = self.folder / name
         if direct.is_file():
             return direct
-        if "/" in name:
-            return None
-        for stored in sorted(self.record.files, key=lambda s: (s.count("/"), s)):
-            if PurePosixPath(stored).name == name and (self.folder / stored).is_file():
-                return self.folder / stored
-        for path in sorted(self.folder.rglob(name)):
-            if path.is_file():
-                return path
-        return None
+        # the logs may sit in a sub-folder (e.g. output/); prefer the shallowest match
+        stored = sorted(self.record.files, key=lambda s: (s.count("/"), s))
+        for candidate in stored:
+            if _matches(candidate, name) and (self.folder / candidate).is_file():
+                return self.folder / candidate
+        found = [p for p in self.folder.rglob(PurePosixPath(name).name)
+                 if p.is_file() and _matches(p.relative_to(self.folder).as_posix(), name)]
+        return min(found, key=lambda p: (len(p.parts), str(p))) if found else None
+
+
+def _matches(stored: str, name: str) -> bool:
+    return stored == name or stored.endswith("/" + name)
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class BenchmarkInput:
 
     name: str  # folder under images/
     model: str  # official model name (closed), or the official benchmark an open model maps to
-    context_dir: Path  # the image's build context, copied to src/
-    version: str  # manifest version or content hash of the build context
+    contexts: tuple[tuple[str, Path], ...]  # (name, build context) of the image chain, root first
+    version: str  # content hash of the build contexts
     open_name: str | None = None  # open division: the tree's model name, mapped via model_mapping
     implementation: str = "reference"  # v5 measurement file name part
     measurements: Mapping[str, str] = field(default_factory=dict)  # MEASUREMENT_FIELDS values

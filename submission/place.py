@@ -35,13 +35,28 @@ SKIPPED_NAMES = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_c
 FALLBACK_FILES = ("baseline_accuracy.txt", "compliance_accuracy.txt")
 
 
+def official_power(run: StoredRun) -> bool:
+    """Whether a power run holds the official power-dev client/server output (submittable)."""
+    return all(run.file(f"power/{name}") for name in POWER_FILES)
+
+
 def result(layout: Layout, key: ResultKey, bench: BenchmarkInput,
-           runs: Mapping[RunKind, StoredRun]) -> None:
-    """Write one result's folders: performance (or power), accuracy, TESTxx, measurements."""
-    if RunKind.POWER in runs:
-        power(layout, key, runs[RunKind.POWER])
+           runs: Mapping[RunKind, StoredRun]) -> list[str]:
+    """Write one result's folders: performance (or power), accuracy, TESTxx, measurements;
+    return warnings."""
+    warnings = []
+    power_run = runs.get(RunKind.POWER)
+    if power_run is not None and official_power(power_run):
+        power(layout, key, power_run)
     else:
-        _copy(runs[RunKind.PERFORMANCE], (SUMMARY, DETAIL), layout.run_1(key))
+        if power_run is not None:
+            warnings.append(f"{power_run.spec.label}: measured by subrun's own daemon, not the "
+                            "official power-dev client and server, so it stays out of the tree "
+                            "(the report shows it)")
+        source = runs.get(RunKind.PERFORMANCE) or power_run
+        names = (SUMMARY, DETAIL) if source is runs.get(RunKind.PERFORMANCE) else (
+            f"run_1/{SUMMARY}", f"run_1/{DETAIL}")
+        _copy(source, names, layout.run_1(key))  # type: ignore[arg-type]
     accuracy(layout, key, runs[RunKind.ACCURACY])
     for kind, run in runs.items():
         if kind.is_compliance:
@@ -52,6 +67,7 @@ def result(layout: Layout, key: ResultKey, bench: BenchmarkInput,
     conf = main.file("user.conf")
     text = conf.read_text() if conf else ""
     _write(layout.user_conf(key), text if text.strip() else documents.user_conf(main.spec, "*"))
+    return warnings
 
 
 def accuracy(layout: Layout, key: ResultKey, run: StoredRun) -> None:
@@ -111,20 +127,24 @@ def system(layout: Layout, description: SystemInput, division: str, submitter: s
 
 
 def source(layout: Layout, bench: BenchmarkInput, runs: Sequence[StoredRun]) -> list[str]:
-    """src/<benchmark>: the build context (minus hidden, cache and oversize files) + BUILD_INFO."""
-    dst = layout.src_benchmark_dir(bench.model, bench.name)
+    """src/<image> for each build context of the benchmark's image chain (minus hidden, cache
+    and oversize files), with BUILD_INFO.md in the benchmark's own folder."""
     warnings: list[str] = []
-    for path in sorted(Path(bench.context_dir).rglob("*")):
-        rel = path.relative_to(bench.context_dir)
-        if not path.is_file() or any(p in SKIPPED_NAMES or p.startswith(".") for p in rel.parts):
-            continue
-        if " " in str(rel) or path.stat().st_size > MAX_FILE_BYTES:
-            warnings.append(f"src/{bench.name}/{rel} left out: a name with a space or a file over "
-                            "50 MB is refused in a submission tree")
-            continue
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dst / rel)
-    _write(dst / "BUILD_INFO.md", documents.build_info(bench, runs))
+    for name, context in bench.contexts:
+        dst = layout.src_benchmark_dir(bench.model, name)
+        for path in sorted(Path(context).rglob("*")):
+            rel = path.relative_to(context)
+            if not path.is_file() or any(p in SKIPPED_NAMES or p.startswith(".")
+                                         for p in rel.parts):
+                continue
+            if " " in str(rel) or path.stat().st_size > MAX_FILE_BYTES:
+                warnings.append(f"src/{name}/{rel} left out: a name with a space or a file over "
+                                "50 MB is refused in a submission tree")
+                continue
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dst / rel)
+    own = layout.src_benchmark_dir(bench.model, bench.name)
+    _write(own / "BUILD_INFO.md", documents.build_info(bench, runs))
     return warnings
 
 

@@ -1,0 +1,93 @@
+"""The report's figures as PNG bytes: headline metrics per result, latency percentiles, power.
+
+matplotlib runs headless (Agg); each function returns the PNG, or None when there is nothing to
+draw, so the report simply leaves the figure out.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
+from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class PowerTrace:
+    """Samples of one power phase and LoadGen's power window, for one result."""
+
+    label: str
+    times: Sequence[datetime]
+    watts: Sequence[float]
+    begin: datetime | None = None
+    end: datetime | None = None
+
+
+def metric_bars(values: Mapping[str, float], unit: str, title: str) -> bytes | None:
+    """One horizontal bar per result (e.g. Offline samples/s of every system and model)."""
+    if not values:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(values)))
+    names = list(values)
+    ax.barh(names, [values[n] for n in names], color="#3b7dd8")
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    for i, name in enumerate(names):
+        ax.annotate(f"{values[name]:,.4g}", (values[name], i), va="center", fontsize=8,
+                    xytext=(3, 0), textcoords="offset points")
+    return _png(fig)
+
+
+def latency_percentiles(curves: Mapping[str, Mapping[float, float]], title: str) -> bytes | None:
+    """Latency (ms) against percentile, one line per result."""
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, points in curves.items():
+        xs = sorted(points)
+        ax.plot(xs, [points[x] for x in xs], marker="o", markersize=3, label=name)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("latency (ms)")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def power_trace(traces: Sequence[PowerTrace], title: str) -> bytes | None:
+    """Watts over time for each phase, LoadGen's power window shaded."""
+    traces = [t for t in traces if t.times]
+    if not traces:
+        return None
+    fig, axes = plt.subplots(len(traces), 1, figsize=(7, 2.2 * len(traces)), squeeze=False)
+    for ax, trace in zip(axes[:, 0], traces, strict=True):
+        start = trace.times[0]
+        xs = [(t - start).total_seconds() for t in trace.times]
+        ax.plot(xs, trace.watts, color="#c2410c", linewidth=1)
+        if trace.begin and trace.end:
+            ax.axvspan((trace.begin - start).total_seconds(), (trace.end - start).total_seconds(),
+                       color="#fde68a", alpha=0.6, label="LoadGen power window")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_ylabel("W")
+        ax.set_title(trace.label, fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds since the first sample")
+    fig.suptitle(title)
+    return _png(fig)
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()

@@ -1,0 +1,129 @@
+"""The Markdown sections of the campaign report, each a list of lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.run import RunKind
+from submission.checker import CheckerOutcome
+from submission.facts import ResultFacts, RunCell, matrix
+from submission.index import TreeIndex
+from submission.inputs import StoredRun
+from submission.precheck import PrecheckReport
+from submission.tarball import Tarball
+
+Matrix = dict[tuple[str, str, str], dict[RunKind, RunCell]]
+
+
+def outcome(precheck: PrecheckReport | None, checker: CheckerOutcome | None,
+            tarball: Tarball | None, index: TreeIndex) -> list[str]:
+    """Results placed and left out, prechecks, the official checker, the tarball."""
+    out = ["## Outcome", "",
+           f"- Results in the tree: **{len(index.results)}**; left out: **{len(index.skipped)}**"]
+    out.append(f"- Prechecks: {precheck.summary()}" if precheck else "- Prechecks: not run")
+    if checker is None:
+        out.append("- Official checker: not run (no mlcommons/inference checkout configured)")
+    elif checker.crashed:
+        out.append("- Official checker: **crashed** (see the traceback under Failures)")
+    else:
+        counts = ", ".join(f"{k}={v}" for k, v in checker.counts.items())
+        out.append(f"- Official checker: **{'OK' if checker.ok else 'errors'}**: "
+                   f"`{checker.summary}` ({counts})")
+    if tarball:
+        out.append(f"- Tarball: `{tarball.path}` ({tarball.bytes / 1e6:.1f} MB, "
+                   f"{tarball.files} files), sha256 `{tarball.sha256}`")
+    return [*out, ""]
+
+
+def run_matrix(table: Matrix) -> list[str]:
+    """One row per host x benchmark x scenario, one column per run kind, latest verdict."""
+    kinds = [k for k in RunKind if any(k in row for row in table.values())]
+    if not table:
+        return ["## Runs", "", "No runs in the store.", ""]
+    out = ["## Runs", "", "| host | benchmark | scenario | " + " | ".join(k.value for k in kinds)
+           + " |", "|---|---|---|" + "---|" * len(kinds)]
+    for (host, bench, scenario), row in table.items():
+        cells = [_cell(row.get(k)) for k in kinds]
+        out.append(f"| {host} | {bench} | {scenario} | " + " | ".join(cells) + " |")
+    return [*out, "", "Cells show the latest attempt; (n) is the number of attempts.", ""]
+
+
+def _cell(cell: RunCell | None) -> str:
+    if cell is None:
+        return "—"
+    record = cell.run.record
+    tries = f" ({cell.attempts})" if cell.attempts > 1 else ""
+    if cell.run.passed:
+        return f"pass{tries}"
+    why = (record.verdict.reason if record.verdict else record.error) or record.state
+    return f"**FAIL**{tries}: {_short(why)}"
+
+
+def metrics(facts: Sequence[ResultFacts]) -> list[str]:
+    """Headline metric, validity, accuracy line and power per placed result."""
+    if not facts:
+        return []
+    out = ["## Results", "", "| result | metric | validity | accuracy | power |",
+           "|---|---|---|---|---|"]
+    for f in facts:
+        metric = f"{f.metric:,.4g} {f.unit}" if f.metric is not None else "—"
+        power = "—"
+        if f.energy_mj is not None:
+            power = f"{f.energy_mj:.3g} mJ/query ({f.power_w:.1f} W)"
+        elif f.power_w is not None:
+            power = f"{f.power_w:.1f} W"
+        out.append(f"| `{f.placed.result}` | {metric} | {f.validity or '—'} | "
+                   f"{_short(f.accuracy) or '—'} | {power} |")
+    return [*out, ""]
+
+
+def failures(runs: Sequence[StoredRun], index: TreeIndex, precheck: PrecheckReport | None,
+             checker: CheckerOutcome | None) -> list[str]:
+    """Every failed run (latest attempt), result left out, precheck finding and checker error."""
+    out = ["## Failures", ""]
+    failed = [c.run for row in matrix(runs).values() for c in row.values() if not c.run.passed]
+    for run in failed:
+        verdict = run.record.verdict
+        why = (verdict.reason if verdict else run.record.error) or run.record.state
+        fix = f" Fix: {verdict.fix}" if verdict and verdict.fix else ""
+        out.append(f"- Run `{run.spec.label}` (key `{run.record.key}`, attempt "
+                   f"{run.record.attempt}): {why}.{fix}")
+    for skipped in index.skipped:
+        out.append(f"- Result {skipped.host}/{skipped.benchmark}/{skipped.scenario} left out: "
+                   f"{skipped.reason}")
+    for finding in (precheck.findings if precheck else []):
+        if finding.severity != "warning":
+            out.append(f"- Precheck {finding.line()}")
+    if checker is not None:
+        out += [f"- Checker: {e.message}" for e in checker.errors]
+        if checker.traceback:
+            out += ["", "Checker traceback:", "", "```", checker.traceback[-3000:], "```"]
+    if len(out) == 2:
+        out.append("None.")
+    warnings = index.warnings + [f.line() for f in (precheck.findings if precheck else [])
+                                 if f.severity == "warning"]
+    if warnings:
+        out += ["", "Warnings:", ""] + [f"- {w}" for w in warnings]
+    return [*out, ""]
+
+
+def artefacts(index: TreeIndex, index_file: Path, tarball: Tarball | None,
+              checker: CheckerOutcome | None) -> list[str]:
+    """Where the tree, its index, the tarball, the checker's output and every run lie."""
+    out = ["## Where things are", "", f"- Submission tree: `{index.root}`",
+           f"- Tree index (which run made which folder): `{index_file}`"]
+    if tarball:
+        out.append(f"- Tarball: `{tarball.path}`")
+    if checker and checker.log_path:
+        out.append(f"- Official checker log: `{checker.log_path}`")
+    out += ["", "| result | tree folder | runs (run-store folder) |", "|---|---|---|"]
+    for placed in index.results:
+        runs = "<br>".join(f"{kind}: `{ref.folder}`" for kind, ref in placed.runs.items())
+        out.append(f"| `{placed.result}` | `{placed.folder}` | {runs} |")
+    return [*out, ""]
+
+
+def _short(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
