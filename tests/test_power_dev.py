@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from lab.config import AnalyzerConfig, DirectorConfig, HostConfig, Inventory
 from lab.errors import PowerError
 from lab.local import LocalHost
-from power.official import OfficialRequest, run_official, run_power_check
-from power.powerdev import (
-    ServerPlan,
-    server_conf,
-    start_power_server,
-    stop_power_server,
-    verify_checkout,
-)
+from power.director import OfficialPowerRequest, measure_official
+from power.official import run_power_check
+from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
 from tests.support.power_workload import loadgen_workload
 from tests.support.sntp import SntpServer
@@ -85,21 +81,24 @@ def test_modified_checkout_is_refused(tmp_path: Path) -> None:
 def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
         tmp_path: Path, ptd_launcher: Path) -> None:
     checkout = Path(str(CHECKOUT))
-    director = LocalHost("director", str(tmp_path / "director"))
+    work = tmp_path / "work"
+    sut = LocalHost("local", str(work))
+    out = tmp_path / "results" / "performance"
     with SntpServer() as ntp:
-        plan = ServerPlan("sim-pd", str(checkout), sys.executable, str(ptd_launcher),
-                          "127.0.0.1", free_port(), ntp.address, 49, "sim", free_port())
-        server = start_power_server(director, plan)
-        try:
-            assert server.identity.startswith("YokogawaWT310E,") and "subrun" in server.identity
-            out = tmp_path / "results" / "performance"
-            request = OfficialRequest(label="pdtest", out_dir=out, director_address="127.0.0.1",
-                                      director_port=plan.port, ntp_server=ntp.address,
-                                      client_checkout=checkout)
-            result = run_official(request, loadgen_workload("Offline", 12000))
-        finally:
-            stop_power_server(server)
-        assert not director.poll_detached(server.handle).running
+        inventory = Inventory(
+            hosts=[HostConfig(name="local", transport="local", work_dir=str(work))],
+            analyzers=[AnalyzerConfig(name="sim-pd", port=free_port(), device_port="sim")],
+            director=DirectorConfig(host="local", port=free_port(), ntp_server=ntp.address,
+                                    power_dev=str(checkout), ptd=str(ptd_launcher),
+                                    python=sys.executable))
+        request = OfficialPowerRequest(analyzer="sim-pd", label="pdtest", out_dir=out,
+                                       client_checkout=checkout, lock_dir=tmp_path / "locks")
+        result = measure_official(request, loadgen_workload("Offline", 12000), sut=sut,
+                                  inventory=inventory)
+    server = sut.find_detached("power-server-sim-pd")
+    assert server is not None and not sut.poll_detached(server).running  # stopped again
+    assert sut.poll_detached(server).exit_status == 0  # gracefully
+    assert result.ptd_identity.startswith("YokogawaWT310E,") and "subrun" in result.ptd_identity
 
     for folder, names in {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
                                     "server.log"},
@@ -142,3 +141,25 @@ def test_relay_runs_the_workload_phases_in_order(tmp_path: Path) -> None:
     assert [(c.phase, c.short, c.out_dir.name) for c in seen] == [
         ("ranging", True, "ranging"), ("testing", False, "testing")]
     assert isinstance(relay.errors[0], RuntimeError)
+
+
+def test_official_preflight_refuses_without_a_usable_director(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    sut = LocalHost("local", str(work))
+    hosts = [HostConfig(name="local", transport="local", work_dir=str(work))]
+    analyzers = [AnalyzerConfig(name="wt", port=free_port())]
+    request = OfficialPowerRequest(analyzer="wt", label="x", out_dir=tmp_path / "perf",
+                                   client_checkout=tmp_path / "no-checkout",
+                                   lock_dir=tmp_path / "locks")
+    bare = Inventory(hosts=hosts, analyzers=analyzers)
+    with pytest.raises(PowerError, match="no `director:`"):
+        measure_official(request, loadgen_workload("Offline"), sut=sut, inventory=bare)
+    half = bare.model_copy(update={"director": DirectorConfig(host="local", ntp_server="ntp")})
+    with pytest.raises(PowerError, match="lacks power_dev, ptd") as caught:
+        measure_official(request, loadgen_workload("Offline"), sut=sut, inventory=half)
+    assert "pre-flight for 'x' failed; nothing was measured" in str(caught.value)
+    full = bare.model_copy(update={"director": DirectorConfig(
+        host="local", ntp_server="ntp", power_dev=str(tmp_path), ptd="/opt/ptd")})
+    with pytest.raises(PowerError, match="client checkout official: Could not hash"):
+        measure_official(request, loadgen_workload("Offline"), sut=sut, inventory=full)
+    assert not (tmp_path / "perf").exists()
