@@ -25,7 +25,7 @@ from lab.errors import ImageError
 DEFAULT_CACHE = Path(os.environ.get("SUBRUN_CACHE_DIR", Path.home() / ".cache" / "subrun"))
 IMAGE_PREFIX = "subrun/"
 _SKIP_NAMES = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", "wheels"}
-_SKIP_SUFFIXES = (".pyc", ".pyo", ".swp")
+_SKIP_SUFFIXES = (".pyc", ".pyo", ".swp", ".md")  # documentation does not change an image
 _MANYLINUX = (28, 27, 26, 25, 24, 17)
 CHUNK = 1 << 20
 

@@ -45,6 +45,7 @@ class ProvisionOptions:
     build_timeout_s: float = 3600.0
     transfer_timeout_s: float = 3600.0
     log_tail_lines: int = 25
+    no_cache: bool = False  # build every layer afresh (docker build --no-cache)
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,8 @@ def _build(engine: Engine, spec: ImageSpec, ref: str, base: str,
         log.info("[%s build %s] %s", engine.host.name, spec.name, line)
 
     tag = ref.rsplit(":", 1)[1]
-    args = ["build", "--network", "none", "--tag", ref, "--label", f"{LABEL_MANAGED}=1",
+    args = ["build", "--network", "none", *(["--no-cache"] if options.no_cache else []),
+            "--tag", ref, "--label", f"{LABEL_MANAGED}=1",
             "--label", f"{LABEL_IMAGE}={spec.name}", "--label", f"{LABEL_CONTENT}={tag}",
             *build_arguments(spec, base), "-"]
     log.info("[%s] building %s (%d bytes of context)", engine.host.name, ref, len(context))
