@@ -242,6 +242,7 @@ class ContainerStatus:
     exit_status: int | None
     oom_killed: bool = False
     error: str = ""  # the engine's reason when the command could not start
+    image_id: str = ""  # the image the container runs (sha256:...), to record with the run
 
 
 def container_args(spec: ContainerSpec, settings: DockerSettings, user: str) -> list[str]:
@@ -290,13 +291,15 @@ def find_container(host: Host, settings: DockerSettings, run_key: str) -> Contai
 def container_status(host: Host, settings: DockerSettings, container: Container) -> ContainerStatus:
     """Whether the container still runs, or its exit status."""
     result = Engine(host, settings).docker(
-        ["inspect", "--format", "{{json .State}}", container.id],
-        what=f"inspecting container {container.name}")
-    state = json.loads(result.stdout)
+        ["inspect", "--format", '{"State": {{json .State}}, "Image": {{json .Image}}}',
+         container.id], what=f"inspecting container {container.name}")
+    found = json.loads(result.stdout)
+    state, image_id = found["State"], found["Image"]
     if state.get("Running") or state.get("Status") in ("created", "restarting"):
-        return ContainerStatus(running=True, exit_status=None)
+        return ContainerStatus(running=True, exit_status=None, image_id=image_id)
     return ContainerStatus(running=False, exit_status=int(state.get("ExitCode", -1)),
-                           oom_killed=bool(state.get("OOMKilled")), error=state.get("Error", ""))
+                           oom_killed=bool(state.get("OOMKilled")), error=state.get("Error", ""),
+                           image_id=image_id)
 
 
 def wait_container(

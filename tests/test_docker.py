@@ -149,6 +149,7 @@ def test_run_container_lifecycle(target: tuple[Host, HostConfig], tmp_path: Path
         assert found is not None and found.id == container.id
         status = wait_container(again, config.docker, found, timeout_s=60, poll_s=0.3)
         assert not status.running and status.exit_status == 4
+        assert status.image_id == Engine(again, config.docker).image_id(BASE)
         logs = container_logs(again, config.docker, found)
         assert "started" in logs and "/subrun/run" in logs and "done" in logs
         assert again.read_text(f"{run_dir}/output.txt") == "result\n"

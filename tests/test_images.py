@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -159,3 +160,26 @@ def test_no_disk_space_is_refused_before_building(lab_inventory: Inventory,
     assert "host 'h2'" in message and spec.repository in message
     assert "not enough disk space" in message and "MiB free" in message
     assert h2.image_id(f"{spec.repository}:latest") is None
+
+
+@pytest.mark.lab
+def test_refused_thin_archive_falls_back_to_the_whole_image(
+        lab_inventory: Inventory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection: subrun wrongly believes h3 holds every layer, so it sends none."""
+    import lab.ship
+
+    h3 = lab_engine(lab_inventory, "h3")
+    controller = lab_engine(lab_inventory, "local")
+    spec = throwaway_spec(tmp_path / "img")
+    options = ProvisionOptions(pull_base=False, cache_dir=tmp_path / "cache")
+    with removed_afterwards(spec, h3, controller):
+        built = provision(controller, spec, options=options)
+        layers = json.loads(controller.docker(
+            ["image", "inspect", "--format", "{{json .RootFS.Layers}}", built.image],
+            what="layers").stdout)
+        wrong = {tuple(layers[:i + 1]) for i in range(len(layers))}
+        monkeypatch.setattr(lab.ship, "present_chains", lambda engine: wrong)
+        shipped = provision(h3, spec, controller=controller, options=options)
+        archive = saved_archive(controller, shipped.image, options.cache_dir)
+        assert shipped.shipped and h3.image_id(shipped.image) == built.image_id
+        assert shipped.bytes_sent > archive.stat().st_size  # the thin try, then the whole
