@@ -84,7 +84,8 @@ def _assemble(request: TreeRequest, staging: Path, runs: Iterable[StoredRun],
             system=key.system, model_dir=key.model, scenario=scenario, host=host,
             benchmark=bench_name, model=bench.model,
             folder=layout.relative(layout.scenario_dir(key)),
-            runs={k.value: RunRef.of(r) for k, r in group.items()}))
+            runs={k.value: RunRef.of(r) for k, r in group.items()},
+            power_in_tree=RunKind.POWER in group and place.official_power(group[RunKind.POWER])))
         used.setdefault(bench_name, []).extend(group.values())
     if index.results:
         _submitter_files(request, layout, index, systems, benchmarks, used)

@@ -42,6 +42,7 @@ class PlacedResult(BaseModel):
     model: str  # the official model it is (or maps to)
     folder: str  # results/<system>/<model>/<scenario>, relative to the tree root
     runs: dict[str, RunRef] = Field(default_factory=dict)  # RunKind value -> run
+    power_in_tree: bool = False  # the power run's folders are in the tree (official path)
 
     @property
     def result(self) -> str:
@@ -50,7 +51,9 @@ class PlacedResult(BaseModel):
     def run_for(self, part: str) -> RunRef | None:
         """The run behind a sub-folder of the result: performance, accuracy, TEST01, ..."""
         if part == "performance":
-            return self.runs.get("power") or self.runs.get("performance")
+            if self.power_in_tree or "performance" not in self.runs:
+                return self.runs.get("power") or self.runs.get("performance")
+            return self.runs["performance"]
         return self.runs.get(part)
 
 

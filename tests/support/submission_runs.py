@@ -56,7 +56,7 @@ def spec_for(scenario: str, kind: str, settings: Settings | None = None,
 def one_run(store: RunStore, work: Path, scenario: str, kind: str, *,
             refs: References | None = None, settings: Settings | None = None,
             sut: TinySut | None = None, user_conf_loads: int = 1,
-            host: str = "local") -> StoredRun:
+            host: str = "local", timeout_s: float = 120.0) -> StoredRun:
     """One real LoadGen run: run, verify (TEST runs), judge, store. Returns the stored attempt."""
     spec = spec_for(scenario, kind, settings, host)
     accuracy = kind == "accuracy"
@@ -68,7 +68,7 @@ def one_run(store: RunStore, work: Path, scenario: str, kind: str, *,
     run_dir = work / f"{spec.key}-{len(list(work.glob(spec.key + '*')))}"
     out = run_loadgen(run_dir, scenario=scenario, mode="accuracy" if accuracy else "performance",
                       user_conf=conf, audit_config=audit, sut=sut or default_sut,
-                      user_conf_loads=user_conf_loads)
+                      user_conf_loads=user_conf_loads, timeout_s=timeout_s)
     (out / "mlperf_log_trace.json").unlink(missing_ok=True)
     shutil.copyfile(run_dir / "user.conf", out / "user.conf")
     result = None
