@@ -41,18 +41,23 @@ class RunStore:
             raise RunError(f"'{key}' is not a run key (letters, digits, '-' and '_' only).")
         return self.root / key / f"attempt-{attempt}"
 
-    def start_attempt(self, spec: RunSpec, *, started_at: datetime | None = None) -> RunRecord:
-        """Open a new attempt of a run (state running) in a folder of its own."""
-        base = self.root / spec.key
+    def start_attempt(self, spec: RunSpec, *, started_at: datetime | None = None,
+                      key: str | None = None) -> RunRecord:
+        """Open a new attempt of a run (state running) in a folder of its own.
+
+        `key` defaults to the spec's; an automatic re-run with adjusted settings passes the
+        planned run's key, so all attempts of one planned run stay together."""
+        key = key or spec.key
+        base = self.root / key
         base.mkdir(parents=True, exist_ok=True)
         while True:
-            attempt = max(self._attempt_numbers(spec.key, recorded=False), default=0) + 1
+            attempt = max(self._attempt_numbers(key, recorded=False), default=0) + 1
             try:
-                self.path(spec.key, attempt).mkdir()  # atomic: a racing writer takes the next
+                self.path(key, attempt).mkdir()  # atomic: a racing writer takes the next
                 break
             except FileExistsError:
                 continue
-        record = RunRecord(spec=spec, key=spec.key, attempt=attempt, state="running",
+        record = RunRecord(spec=spec, key=key, attempt=attempt, state="running",
                            started_at=started_at or datetime.now(UTC))
         self._write(record)
         return record

@@ -231,7 +231,7 @@ def write_inventory() -> None:
         "    transport: local",
         f"    work_dir: {LAB / 'hosts' / 'local'}",
         "    labels: [edge]",
-        f"    docker: {{docker_host: 'unix://{ctl_sock}'}}",
+        f"    docker: {{docker_host: 'unix://{ctl_sock}', base_image: '{BASE_IMAGE}'}}",
     ]
     for name, address in SSH_HOSTS.items():
         entries += [
@@ -243,7 +243,8 @@ def write_inventory() -> None:
             f"    known_hosts: {LAB / 'ssh' / 'known_hosts'}",
             f"    work_dir: {LAB / 'hosts' / name}",
             "    labels: [datacenter]",
-            f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}}}",
+            f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}, "
+            f"base_image: '{BASE_IMAGE}'}}",
         ]
     entries += [
         "analyzers:",

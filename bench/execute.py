@@ -1,0 +1,175 @@
+"""Execute one planned run to a judged record: new attempt, reattachment, automatic re-runs.
+
+A finished run is never repeated: its key finds it in the run store. An attempt still marked
+running is reattached by its container label (after a dropped link or a controller crash) and
+collected, not started again. A connection fault leaves the attempt running and propagates, so
+the caller may retry, which reattaches. An INVALID run whose verdict proposes new settings is
+re-run as a new attempt, up to the campaign's bound.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import target as remote
+from bench.compliance import ComplianceResult, References, verify
+from bench.loadgen_log import locate_logs
+from bench.plan import PlannedRun
+from bench.rules import RoundRules
+from bench.run import RunKind, RunRecord, RunSpec
+from bench.settings import audit_config, user_conf
+from bench.store import RunStore
+from bench.target import RunTarget
+from bench.verdict import judge_dir
+from lab.docker import Container
+from lab.errors import ConnectError, ConnectionLost, SubrunError
+
+TRANSIENT = (ConnectError, ConnectionLost)
+
+
+@dataclass(frozen=True)
+class ExecuteOptions:
+    """Bounds of one run's execution."""
+
+    max_reruns: int = 2
+    min_timeout_s: float = 300.0
+    timeout_factor: float = 5.0  # an attempt may take this many times its estimate
+
+
+def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: RoundRules, *,
+            references: Mapping[RunKind, RunRecord] | None = None,
+            options: ExecuteOptions | None = None) -> RunRecord:
+    """Bring the run to a final record: reuse, reattach, run, and re-run within the bound."""
+    options = options or ExecuteOptions()
+    timeout_s = max(options.min_timeout_s, planned.estimate_s * options.timeout_factor)
+    latest = store.latest(planned.spec.key)
+    while True:
+        if latest is None:
+            latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
+                                  references, timeout_s)
+        elif latest.state == "running":
+            latest = _reattach(target, latest, store, rules, references, timeout_s)
+        elif _passed(latest) or not _may_rerun(store, latest, options):
+            return latest
+        else:
+            latest = _new_attempt(target, _rerun_spec(latest), latest.key, store, rules,
+                                  references, timeout_s)
+
+
+def _passed(record: RunRecord) -> bool:
+    return record.state == "finished" and record.verdict is not None and record.verdict.passed
+
+
+def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> bool:
+    if len(store.attempts(record.key)) > options.max_reruns:
+        return False
+    if record.state == "lost":
+        return True
+    return record.verdict is not None and record.verdict.retry_settings is not None
+
+
+def _rerun_spec(record: RunRecord) -> RunSpec:
+    retry = record.verdict.retry_settings if record.verdict else None
+    if not retry:
+        return record.spec
+    return record.spec.model_copy(update={"settings": {**record.spec.settings, **retry}})
+
+
+def run_files(spec: RunSpec, rules: RoundRules) -> dict[str, str]:
+    """The files a run's directory starts with: user.conf, and audit.config only for a test."""
+    files = {"user.conf": user_conf(spec.settings, spec.mode, header=f"subrun {spec.label}")}
+    if spec.kind.is_compliance:
+        files["audit.config"] = audit_config(spec.kind, spec.model, rules)
+    return files
+
+
+def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
+                 rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
+                 timeout_s: float) -> RunRecord:
+    record = store.start_attempt(spec, key=key)
+    try:
+        container = remote.start(target, record, run_files(spec, rules))
+    except TRANSIENT:
+        raise  # the attempt stays running: a retry reattaches if the container did start
+    except SubrunError as e:
+        return store.update(record.key, record.attempt, state="failed", error=str(e),
+                            finished_at=datetime.now(UTC))
+    return _finish(target, record, container, store, rules, references, timeout_s)
+
+
+def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
+              references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
+    container = remote.find(target, record)
+    if container is None:
+        return store.update(record.key, record.attempt, state="lost",
+                            finished_at=datetime.now(UTC),
+                            error=f"Attempt {record.attempt} of {record.spec.label} was marked "
+                                  "running, but its container is gone from the target; its "
+                                  "results could not be collected.")
+    return _finish(target, record, container, store, rules, references, timeout_s)
+
+
+def _finish(target: RunTarget, record: RunRecord, container: Container, store: RunStore,
+            rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
+            timeout_s: float) -> RunRecord:
+    key, attempt, spec = record.key, record.attempt, record.spec
+    status = remote.wait(target, container, timeout_s)
+    with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
+        tail = remote.collect(target, container, Path(tmp)) or _loadgen_tail(Path(tmp))
+        if not store.record(key, attempt).files:
+            store.add_files(key, attempt, Path(tmp))
+    remote.discard(target, container)
+    done = datetime.now(UTC)
+    if status.running or status.exit_status != 0:
+        why = (f"did not finish within {timeout_s:.0f} s and was stopped" if status.running
+               else f"exited with status {status.exit_status}"
+               + (" (killed: out of memory)" if status.oom_killed else "")
+               + (f": {status.error}" if status.error else ""))
+        return store.update(key, attempt, state="failed", finished_at=done, log_tail=tail,
+                            exit_status=status.exit_status,
+                            error=f"The container of {spec.label} on host '{target.config.name}'"
+                                  f" {why}. Its output tail is kept in the run record.")
+    compliance = _verify(spec, store, key, attempt, references) if spec.kind.is_compliance \
+        else None
+    verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
+    return store.update(key, attempt, state="finished", finished_at=done, log_tail=tail,
+                        exit_status=0, verdict=verdict)
+
+
+def _loadgen_tail(collected: Path, lines: int = 20) -> str:
+    """When the container printed nothing, the end of LoadGen's detail log tells most."""
+    detail = locate_logs(collected) / "mlperf_log_detail.txt"
+    if not detail.is_file():
+        return "(the container printed nothing and left no LoadGen log)"
+    text = detail.read_text(errors="replace").splitlines()[-lines:]
+    return "(the container printed nothing; the end of mlperf_log_detail.txt)\n" + "\n".join(text)
+
+
+def _verify(spec: RunSpec, store: RunStore, key: str, attempt: int,
+            references: Mapping[RunKind, RunRecord] | None) -> ComplianceResult:
+    refs = references or {}
+    perf = refs.get(RunKind.PERFORMANCE)
+    acc = refs.get(RunKind.ACCURACY)
+    if perf is None or (spec.kind is RunKind.TEST01 and acc is None):
+        return ComplianceResult(test=spec.kind, passed=False,
+                                reason=f"{spec.kind} compares against the performance (and, for "
+                                       "TEST01, accuracy) run of the same scenario, which did "
+                                       "not pass.",
+                                fix="Make the reference runs pass first, then re-run the test.")
+    folder = store.path(key, attempt)
+    references_dirs = References(
+        performance_dir=locate_logs(store.path(perf.key, perf.attempt)),
+        accuracy_dir=locate_logs(store.path(acc.key, acc.attempt)) if acc else None)
+    with tempfile.TemporaryDirectory(prefix="subrun-verify-") as tmp:
+        result = verify(spec.kind, locate_logs(folder), references_dirs, Path(tmp))
+        produced = Path(result.output_dir)
+        keep = Path(tmp) / "keep"
+        keep.mkdir()
+        for item in produced.glob("*.txt"):
+            (keep / item.name).write_bytes(item.read_bytes())
+        store.add_files(key, attempt, keep)
+    return result
