@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from power.daemon import Daemon, DaemonOptions
 from power.lock import analyzer_lock, lock_holder
 from power.measure import PowerRequest, measure_power, prepare
 from power.preflight import PreflightReport, check_clocks
+from power.protocol import Ranges
 from power.service import stop_daemon
 from power.session import PowerSettings, run_power
 from tests.support.power_workload import loadgen_workload
@@ -67,11 +69,12 @@ def test_ranging_then_testing_produces_the_checkers_folders(daemon: Daemon, tmp_
     assert (out / "power" / "power_trace.png").read_bytes()[:4] == b"\x89PNG"
     assert "Go with mark" in (out / "power" / "ptd_logs.txt").read_text()
 
-    messages = [m["cmd"] for m in __import__("json").loads(
-        (out / "power" / "subrun_session.json").read_text())["ptd_messages"]]
+    exchanged = json.loads((out / "power" / "subrun_session.json").read_text())["ptd_messages"]
+    messages = [m["cmd"] for m in exchanged]
     assert messages[:3] == ["Hello", "Identify", "RR"]
-    assert f"SR,A,{result.testing_amps}" in messages and messages[-2:] == ["SR,V,Auto",
-                                                                         "SR,A,Auto"]
+    assert f"SR,A,{result.testing_amps}" in messages
+    initial = Ranges.parse(exchanged[2]["reply"])  # restored at the end, as power-dev does
+    assert messages[-2:] == [f"SR,V,{initial.initial('V')}", f"SR,A,{initial.initial('A')}"]
 
 
 def test_single_stream_reports_energy_per_query(daemon: Daemon, tmp_path: Path) -> None:
