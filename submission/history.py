@@ -16,15 +16,14 @@ from pathlib import Path
 
 from bench.run import RunRecord
 
-# LoadGen result keys, best first, with whether a larger value is better.
+# Verdict metric names (bench.checks.metrics), best first, with whether larger is better.
 HEADLINE_KEYS: tuple[tuple[str, bool], ...] = (
-    ("result_samples_per_second", True),
-    ("result_completed_samples_per_sec", True),
-    ("result_tokens_per_second", True),
-    ("result_completed_tokens_per_second", True),
-    ("early_stopping_latency_ss", False),
-    ("early_stopping_latency_ms", False),
-    ("result_90.00_percentile_latency_ns", False),
+    ("samples_per_second", True),
+    ("completed_samples_per_second", True),
+    ("tokens_per_second", True),
+    ("completed_tokens_per_second", True),
+    ("early_stopping_latency_ns", False),
+    ("p99_latency_ns", False),
 )
 
 _SCHEMA = """
@@ -89,18 +88,18 @@ def record(db: Path, campaign: str, records: Iterable[RunRecord],
     when = when or datetime.now(UTC)
     rows = []
     for rec in records:
-        if rec.verdict is None or rec.spec.kind.value != "performance":
+        if rec.verdict is None or rec.spec.kind.value not in ("performance", "power"):
             continue
+        base = (when.isoformat(), campaign, rec.spec.host, rec.spec.benchmark,
+                rec.spec.scenario.value, rec.spec.kind.value, rec.spec.mode.value, rec.key,
+                int(rec.verdict.passed))
         found = headline(rec.verdict.metrics)
-        if found is None:
-            continue
-        metric, value, higher = found
-        rows.append((when.isoformat(), campaign, rec.spec.host, rec.spec.benchmark,
-                     rec.spec.scenario.value, rec.spec.kind.value, rec.spec.mode.value, rec.key,
-                     int(rec.verdict.passed), metric, value, int(higher)))
+        if found is not None and rec.spec.kind.value == "performance":
+            metric, value, higher = found
+            rows.append((*base, metric, value, int(higher)))
         for key in ("power_w", "energy_per_query_mj"):
             if key in rec.verdict.metrics:
-                rows.append((*rows[-1][:9], key, rec.verdict.metrics[key], 0))
+                rows.append((*base, key, rec.verdict.metrics[key], 0))
     db.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(db) as conn:
         conn.execute(_SCHEMA)

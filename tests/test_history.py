@@ -10,18 +10,22 @@ from submission.history import headline, plot_trends, record, regressions, serie
 
 
 def judged(qps: float, *, passed: bool = True, kind: RunKind = RunKind.PERFORMANCE) -> RunRecord:
+    """A judged run; performance runs carry throughput, power runs their watts too."""
     spec = RunSpec(host="h2", benchmark="digits", model="resnet", scenario=Scenario.OFFLINE,
                    kind=kind, mode=Mode.SHORT, round="v6.1")
-    verdict = Verdict(passed=passed, metrics={"result_samples_per_second": qps, "power_w": 100.0})
+    metrics = {"samples_per_second": qps}
+    if kind is RunKind.POWER:
+        metrics["power_w"] = 100.0
+    verdict = Verdict(passed=passed, metrics=metrics)
     return RunRecord(spec=spec, key=spec.key, attempt=1, state="finished",
                      started_at=datetime.now(UTC), verdict=verdict)
 
 
 def test_headline_prefers_throughput_and_knows_direction() -> None:
-    assert headline({"early_stopping_latency_ss": 5.0}) == ("early_stopping_latency_ss", 5.0,
+    assert headline({"early_stopping_latency_ns": 5.0}) == ("early_stopping_latency_ns", 5.0,
                                                             False)
-    assert headline({"result_samples_per_second": 9.0, "early_stopping_latency_ss": 1.0})[0] \
-        == "result_samples_per_second"  # type: ignore[index]
+    assert headline({"samples_per_second": 9.0, "early_stopping_latency_ns": 1.0})[0] \
+        == "samples_per_second"  # type: ignore[index]
     assert headline({"unrelated": 1.0}) is None
 
 
@@ -43,14 +47,14 @@ def test_regression_is_flagged_above_threshold_only(tmp_path: Path) -> None:
 def test_failed_runs_are_kept_out_of_trends(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     record(db, "nightly", [judged(1000.0), judged(10.0, passed=False)])
-    (qps_series,) = [s for s in series(db) if s.metric == "result_samples_per_second"]
+    (qps_series,) = [s for s in series(db) if s.metric == "samples_per_second"]
     assert [p.value for p in qps_series.points] == [1000.0]
 
 
 def test_trend_plots_are_written(tmp_path: Path) -> None:
     db = tmp_path / "history.sqlite"
     for night in range(3):
-        record(db, "nightly", [judged(1000.0 + night)],
+        record(db, "nightly", [judged(1000.0 + night), judged(1.0, kind=RunKind.POWER)],
                when=datetime(2026, 11, 1, tzinfo=UTC) + timedelta(days=night))
     paths = plot_trends(db, tmp_path / "plots")
     assert len(paths) == 2  # throughput and power
