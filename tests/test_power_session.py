@@ -123,15 +123,15 @@ def test_daemon_killed_mid_run_then_restarted_for_the_next_run(tmp_path: Path) -
     sut = LocalHost("local", str(tmp_path / "work"))
     request = PowerRequest(analyzer=analyzer.name, label="killed", out_dir=tmp_path / "r1",
                            settle_s=0.5, interval_ms=250, lock_dir=tmp_path / "locks")
-    endpoint, report = prepare(request, sut=sut, daemon_host=sut, inventory=inventory)
-    assert report.ok, report.checks
-    assert endpoint is not None
-    names = [c.name for c in report.checks]
-    assert {"daemon answering", "analyzer identity", "clock offset SUT vs daemon host"} <= set(
-        names)
-    group = endpoint.handle.pid  # the detached wrapper leads its own process group
-    kill = threading.Timer(1.2, os.killpg, args=(group, signal.SIGKILL))
     try:
+        endpoint, report = prepare(request, sut=sut, daemon_host=sut, inventory=inventory)
+        assert report.ok, report.checks
+        assert endpoint is not None
+        names = [c.name for c in report.checks]
+        assert {"daemon answering", "analyzer identity",
+                "clock offset SUT vs daemon host"} <= set(names)
+        group = endpoint.handle.pid  # the detached wrapper leads its own process group
+        kill = threading.Timer(1.2, os.killpg, args=(group, signal.SIGKILL))
         with pytest.raises(PowerError) as caught:
             measure_power(request, loadgen_workload("Offline", during={"testing": kill}),
                           sut=sut, inventory=inventory)
