@@ -108,3 +108,22 @@ def discard(target: RunTarget, container: Container) -> None:
     """Remove the container and its run directory (only after collection)."""
     remove_container(target.host, target.config.docker, container)
     target.host.run(["rm", "-rf", remote_run_dir(target, container.run_key)], timeout_s=120)
+
+
+def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: dict[str, str],
+                      out_dir: Path, timeout_s: float) -> ContainerStatus:
+    """Run one phase of an attempt (e.g. a power run's ranging pass) and collect its LoadGen
+    logs flat into out_dir; the container and its directory are removed afterwards."""
+    phased = record.model_copy(update={"key": f"{record.key}-{phase}"})
+    container = start(target, phased, files)
+    try:
+        status = wait(target, container, timeout_s)
+        with tempfile.TemporaryDirectory(prefix="subrun-phase-") as tmp:
+            collect(target, container, Path(tmp))
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for log in (Path(tmp) / OUTPUT_DIR).glob("mlperf_log_*"):
+                if log.name != "mlperf_log_trace.json":
+                    (out_dir / log.name).write_bytes(log.read_bytes())
+    finally:
+        discard(target, container)
+    return status
