@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -98,8 +100,8 @@ def wheelhouse(spec: ImageSpec, architecture: str, cache_dir: Path = DEFAULT_CAC
     dest = cache_dir / "wheels" / f"{spec.name}-{key}"
     if (dest / ".complete").is_file():
         return dest
-    partial = dest.with_name(dest.name + ".partial")
-    subprocess.run(["rm", "-rf", str(partial)], check=False)
+    # A private partial folder: hosts provisioned in parallel may fetch the same wheels at once.
+    partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     version = spec.python.replace(".", "")
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(partial),
@@ -114,7 +116,10 @@ def wheelhouse(spec: ImageSpec, architecture: str, cache_dir: Path = DEFAULT_CAC
                          "that every requirement is pinned and has a wheel for that platform, "
                          f"and that the controller reaches the package index.\n{tail}")
     (partial / ".complete").write_text("")
-    partial.rename(dest)
+    try:
+        partial.rename(dest)
+    except OSError:  # another process finished first; its copy is as good as ours
+        shutil.rmtree(partial, ignore_errors=True)
     return dest
 
 

@@ -9,11 +9,14 @@ load` over the SSH link, without the layers it already holds (see `lab.ship`).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import re
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,14 +106,32 @@ def build_on(engine: Engine, spec: ImageSpec, options: ProvisionOptions) -> Prov
         base = ref if step.parent is not None else _external_base(engine, step, options)
         tag = image_tag(engine, step, options, base_ref=base)
         ref = f"{step.repository}:{tag}"
-        if engine.image_id(ref) is None:
-            sent += _build(engine, step, ref, base, options)
-            built.append(ref)
+        if engine.image_id(ref) is not None:
+            continue
+        with build_lock(options.cache_dir, engine.host.name, ref):
+            if engine.image_id(ref) is None:  # not built meanwhile by a parallel provision
+                sent += _build(engine, step, ref, base, options)
+                built.append(ref)
     image_id = engine.image_id(ref)
     if image_id is None:
         raise ImageError(f"On host '{engine.host.name}', image '{ref}' is missing right after "
                          "it was built; another process may have removed it. Provision again.")
     return ProvisionResult(engine.host.name, ref, image_id, built=built, bytes_sent=sent)
+
+
+@contextmanager
+def build_lock(cache_dir: Path, host: str, ref: str) -> Iterator[None]:
+    """One builder of ref per host at a time, across threads and processes of this controller.
+
+    Two builds of the same tag would give two image IDs, the second silently replacing the
+    first under runs that already recorded it.
+    """
+    folder = cache_dir / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{host}-{ref}")
+    with open(folder / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def image_tag(engine: Engine, spec: ImageSpec, options: ProvisionOptions,

@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tarfile
+import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO
 
 from lab.docker import Engine
 from lab.errors import ImageError
 from lab.images import CHUNK, ImageSpec
 from lab.local import LocalHost
-from lab.provision import ProvisionOptions, ProvisionResult, build_on, ensure_disk_space, image_ref
+from lab.provision import (
+    ProvisionOptions,
+    ProvisionResult,
+    build_lock,
+    build_on,
+    ensure_disk_space,
+    image_ref,
+)
 
 log = logging.getLogger("subrun.docker")
 
@@ -39,9 +48,13 @@ def ship(controller: Engine, target: Engine, spec: ImageSpec,
     if present_id is not None:
         return ProvisionResult(target.host.name, ref, present_id)
     built = build_on(controller, spec, options)
-    archive = saved_archive(controller, ref, options.cache_dir)
+    with build_lock(options.cache_dir, controller.host.name, f"{ref}.tar"):
+        archive = saved_archive(controller, ref, options.cache_dir, image_id=built.image_id)
     ensure_disk_space(target, ref, needed_bytes=2 * archive.stat().st_size, options=options)
-    sent = _load(target, ref, archive, options)
+    with build_lock(options.cache_dir, target.host.name, ref):
+        if target.image_id(ref) == built.image_id:  # a parallel provision shipped it
+            return ProvisionResult(target.host.name, ref, built.image_id)
+        sent = _load(target, ref, archive, options)
     loaded_id = target.image_id(ref)
     if loaded_id != built.image_id:
         raise ImageError(f"After shipping, host '{target.host.name}' holds image '{ref}' as "
@@ -50,8 +63,9 @@ def ship(controller: Engine, target: Engine, spec: ImageSpec,
     return ProvisionResult(target.host.name, ref, built.image_id, shipped=True, bytes_sent=sent)
 
 
-def saved_archive(controller: Engine, ref: str, cache_dir: Path) -> Path:
-    """The controller's `docker save` of ref, made once and kept in the cache."""
+def saved_archive(controller: Engine, ref: str, cache_dir: Path,
+                  *, image_id: str | None = None) -> Path:
+    """The controller's `docker save` of ref, made once (per image ID) and kept in the cache."""
     if not isinstance(controller.host, LocalHost):
         raise ImageError(f"Images are shipped from the controller, this machine; host "
                          f"'{controller.host.name}' is not local. Give the `transport: local` "
@@ -60,16 +74,24 @@ def saved_archive(controller: Engine, ref: str, cache_dir: Path) -> Path:
     folder = cache_dir / "archives"
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / f"{repository.replace('/', '_')}-{tag}.tar"
-    if archive.is_file():
+    if archive.is_file() and (image_id is None or archive_image_id(archive) == image_id):
         return archive
-    partial = archive.with_suffix(".partial")
+    # A private partial file: hosts shipped to in parallel may ask for the same archive.
+    partial = archive.with_name(f"{archive.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     controller.docker(["save", "--output", str(partial), ref], what=f"saving image '{ref}'",
                       timeout_s=3600)
-    partial.rename(archive)
+    partial.replace(archive)
     for old in folder.glob(f"{repository.replace('/', '_')}-*.tar"):
         if old != archive:  # one archive per image name is enough; they are large
             old.unlink(missing_ok=True)
     return archive
+
+
+def archive_image_id(archive: Path) -> str:
+    """The image ID a saved archive holds: the digest its config file is named by."""
+    with tarfile.open(archive, "r:") as tar:
+        config = json.load(_member(tar, "manifest.json"))[0]["Config"]
+    return "sha256:" + PurePosixPath(config).name.removesuffix(".json")
 
 
 def present_chains(engine: Engine) -> set[tuple[str, ...]]:

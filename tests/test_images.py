@@ -183,3 +183,23 @@ def test_refused_thin_archive_falls_back_to_the_whole_image(
         archive = saved_archive(controller, shipped.image, options.cache_dir)
         assert shipped.shipped and h3.image_id(shipped.image) == built.image_id
         assert shipped.bytes_sent > archive.stat().st_size  # the thin try, then the whole
+
+
+@pytest.mark.lab
+def test_parallel_ships_share_one_controller(lab_inventory: Inventory, tmp_path: Path) -> None:
+    """Hosts of a campaign provision in parallel; both ship the same new image at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    targets = [lab_engine(lab_inventory, "h2", provision="ship"), lab_engine(lab_inventory, "h3")]
+    controllers = [lab_engine(lab_inventory, "local") for _ in targets]
+    spec = throwaway_spec(tmp_path / "img")
+    options = ProvisionOptions(pull_base=False, cache_dir=tmp_path / "cache")
+    with removed_afterwards(spec, *targets, controllers[0]), ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(
+            lambda pair: provision(pair[0], spec, controller=pair[1], options=options),
+            zip(targets, controllers, strict=True)))
+        assert [r.shipped for r in results] == [True, True]
+        assert results[0].image_id == results[1].image_id
+        assert [t.image_id(results[0].image) for t in targets] == [results[0].image_id] * 2
+        assert sorted(p.name for p in (tmp_path / "cache" / "archives").iterdir()) == [
+            f"subrun_{spec.name}-{results[0].image.rsplit(':', 1)[1]}.tar"]
