@@ -117,7 +117,8 @@ def _figures(facts: Sequence[ResultFacts]) -> dict[str, bytes]:
         png = plots.metric_bars(values, unit, f"Headline {kind} per result ({unit})")
         if png:
             figures[f"{kind}.png"] = png
-    curves = {f.placed.result: f.latency_ms for f in facts}
+    # Offline issues one query: its "percentiles" are one latency, not a distribution
+    curves = {f.placed.result: f.latency_ms for f in facts if f.placed.scenario != "Offline"}
     if png := plots.latency_percentiles(curves, "Latency percentiles (performance runs)"):
         figures["latency_percentiles.png"] = png
     traces = [t for f in facts for t in f.traces]

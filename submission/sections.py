@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -96,7 +97,7 @@ def failures(runs: Sequence[StoredRun], index: TreeIndex, precheck: PrecheckRepo
         if finding.severity != "warning":
             out.append(f"- Precheck {finding.line()}")
     if checker is not None:
-        out += [f"- Checker: {e.message}" for e in checker.errors]
+        out += _checker_errors(checker, index.root)
         if checker.traceback:
             out += ["", "Checker traceback:", "", "```", checker.traceback[-3000:], "```"]
     if len(out) == 2:
@@ -106,6 +107,24 @@ def failures(runs: Sequence[StoredRun], index: TreeIndex, precheck: PrecheckRepo
     if warnings:
         out += ["", "Warnings:", ""] + [f"- {w}" for w in warnings]
     return [*out, ""]
+
+
+def _checker_errors(checker: CheckerOutcome, root: str) -> list[str]:
+    """The checker's errors per result, paths shortened, its per-class summaries left out."""
+    by_result: dict[str, list[str]] = {}
+    for error in checker.errors:
+        if error.message.startswith(("Some ", "NoResults")):
+            continue  # "Some performance checks Checks failed for: ..." repeats the errors
+        text = error.message.replace(root.rstrip("/") + "/", "")
+        if error.result:  # paths inside the result, relative to its folder
+            text = re.sub(rf"\S*results/{re.escape(error.result)}/?", "", text).strip() or text
+        by_result.setdefault(error.result or "(tree)", []).append(text)
+    out = []
+    for result, messages in sorted(by_result.items()):
+        shown = "; ".join(_short(m, 220) for m in messages[:6])
+        more = f" (and {len(messages) - 6} more)" if len(messages) > 6 else ""
+        out.append(f"- Checker on `{result}`: {shown}{more}")
+    return out
 
 
 def artefacts(index: TreeIndex, index_file: Path, tarball: Tarball | None,
