@@ -99,19 +99,24 @@ def provision(
 
 def build_on(engine: Engine, spec: ImageSpec, options: ProvisionOptions) -> ProvisionResult:
     """Build spec and its parents on engine's own Docker engine, skipping what is there."""
-    built: list[str] = []
-    sent = 0
+    steps: list[tuple[ImageSpec, str, str]] = []  # (image, its ref, what it builds FROM)
     ref = ""
     for step in spec.chain:
         base = ref if step.parent is not None else _external_base(engine, step, options)
-        tag = image_tag(engine, step, options, base_ref=base)
-        ref = f"{step.repository}:{tag}"
-        if engine.image_id(ref) is not None:
+        ref = f"{step.repository}:{image_tag(engine, step, options, base_ref=base)}"
+        steps.append((step, ref, base))
+    present = engine.image_id(ref)
+    if present is not None:  # the usual case: one question to the engine, nothing to do
+        return ProvisionResult(engine.host.name, ref, present)
+    built: list[str] = []
+    sent = 0
+    for step, step_ref, base in steps:
+        if engine.image_id(step_ref) is not None:
             continue
-        with build_lock(options.cache_dir, engine.host.name, ref):
-            if engine.image_id(ref) is None:  # not built meanwhile by a parallel provision
-                sent += _build(engine, step, ref, base, options)
-                built.append(ref)
+        with build_lock(options.cache_dir, engine.host.name, step_ref):
+            if engine.image_id(step_ref) is None:  # not built meanwhile by a parallel provision
+                sent += _build(engine, step, step_ref, base, options)
+                built.append(step_ref)
     image_id = engine.image_id(ref)
     if image_id is None:
         raise ImageError(f"On host '{engine.host.name}', image '{ref}' is missing right after "
