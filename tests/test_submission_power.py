@@ -1,0 +1,100 @@
+"""A power result in the tree: power-dev's unmodified client and server drive subrun's daemon,
+and assembly places their output byte for byte (performance/power, ranging, run_1 with spl.txt).
+
+Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV); with SUBRUN_INFERENCE_REPO as well,
+the official checker runs on the tree. About 90 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.rules import load_rules
+from bench.store import RunStore
+from bench.verdict import judge_dir
+from lab.config import AnalyzerConfig, DirectorConfig, HostConfig, Inventory
+from lab.local import LocalHost
+from power.director import OfficialPowerRequest, measure_official
+from submission.assemble import TreeRequest, assemble
+from submission.checker import inference_repo_from_env, run_checker
+from submission.inputs import StoredRun, SystemInput
+from submission.precheck import precheck
+from tests.support.power_workload import loadgen_workload
+from tests.support.sntp import SntpServer
+from tests.support.submission_runs import real_runs, runs_of, spec_for, tiny_benchmark
+from tests.test_power_dev import free_port, ptd_launcher  # noqa: F401  (a fixture)
+from tests.test_submission_precheck import SYSTEM
+
+CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
+RULES = load_rules("v6.1")
+POWER_FILES = {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
+                         "server.log"},
+               "ranging": {"mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt"},
+               "run_1": {"mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt"}}
+
+
+def official_power_run(tmp_path: Path, launcher: Path, store: RunStore) -> StoredRun:
+    checkout = Path(str(CHECKOUT))
+    work = tmp_path / "work"
+    out = tmp_path / "power" / "performance"
+    with SntpServer() as ntp:
+        inventory = Inventory(
+            hosts=[HostConfig(name="local", transport="local", work_dir=str(work))],
+            analyzers=[AnalyzerConfig(name="sim-tree", port=free_port(), device_port="sim")],
+            director=DirectorConfig(host="local", port=free_port(), ntp_server=ntp.address,
+                                    power_dev=str(checkout), ptd=str(launcher),
+                                    python=sys.executable))
+        request = OfficialPowerRequest(analyzer="sim-tree", label="tree", out_dir=out,
+                                       client_checkout=checkout, lock_dir=tmp_path / "locks")
+        measure_official(request, loadgen_workload("Offline", 12000),
+                         sut=LocalHost("local", str(work)), inventory=inventory)
+    spec = spec_for("Offline", "power", settings={"min_duration": 12000})
+    verdict = judge_dir(spec, out / "run_1", RULES)
+    record = store.add_attempt(spec, out, verdict=verdict, exit_status=0)
+    return StoredRun(record, store.path(record.key, record.attempt))
+
+
+@pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout of "
+                    "mlcommons/power-dev to place an official power result in a tree")
+def test_official_power_output_enters_the_tree_byte_for_byte(
+        tmp_path: Path, ptd_launcher: Path,  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    store = real_runs(tmp_path_factory.getbasetemp() / "submission-runs")
+    power_store = RunStore(tmp_path / "power-store")
+    power = official_power_run(tmp_path, ptd_launcher, power_store)
+    assert power.passed, power.record.verdict
+    root = tmp_path / "tree"
+    request = TreeRequest(root=root, division="closed", submitter="ACME", round="v6.1",
+                          required_tests=lambda m: [k.value for k in
+                                                    RULES.model(m).compliance or ()])
+    index = assemble(request, [*runs_of(store), power], {"local": SystemInput("tinybox", SYSTEM)},
+                     {"tiny": tiny_benchmark(tmp_path / "ctx")})
+    offline = next(r for r in index.results if r.scenario == "Offline")
+    assert offline.power_in_tree and offline.run_for("performance") == offline.runs["power"]
+    performance = root / offline.folder / "performance"
+    assert {p.name: {f.name for f in p.iterdir()} for p in performance.iterdir()} == POWER_FILES
+    recorded = json.loads((performance / "power" / "server.json").read_text())["results"]
+    for name, sha1 in recorded.items():  # the files power-dev hashed, unchanged
+        if (performance / name).exists():
+            assert hashlib.sha1((performance / name).read_bytes()).hexdigest() == sha1, name
+    scenario_files = {p.name for p in (root / offline.folder).iterdir() if p.is_file()}
+    assert {"analyzer_table.md", "power_settings.md"} <= scenario_files
+    assert "YokogawaWT310E" in (root / offline.folder / "analyzer_table.md").read_text()
+    report = precheck(root, RULES)
+    assert not [f for f in report.findings if f.result.endswith("Offline")], report.summary()
+
+    repo = inference_repo_from_env()
+    if repo is None:
+        return
+    outcome = run_checker(root, repo, "v6.1", work_dir=tmp_path / "checker")
+    assert not outcome.crashed, outcome.traceback
+    offline_errors = outcome.errors_for("tinybox/resnet/Offline")
+    # the file sets and the power metric pass; power-dev's check refuses our daemon's identity
+    assert not [e for e in offline_errors if "file list mismatch" in e or "no power samples" in e]
+    assert any("power_checker.py did not pass" in e for e in offline_errors)
