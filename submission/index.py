@@ -25,6 +25,7 @@ class RunRef(BaseModel):
 
     @classmethod
     def of(cls, run: StoredRun) -> RunRef:
+        """The reference to a stored run."""
         verdict = run.record.verdict
         return cls(label=run.spec.label, key=run.record.key, attempt=run.record.attempt,
                    folder=str(run.folder), passed=run.passed,
@@ -46,6 +47,7 @@ class PlacedResult(BaseModel):
 
     @property
     def result(self) -> str:
+        """"<system>/<model>/<scenario>"."""
         return f"{self.system}/{self.model_dir}/{self.scenario}"
 
     def run_for(self, part: str) -> RunRef | None:

@@ -23,10 +23,12 @@ class StoredRun:
 
     @property
     def spec(self) -> RunSpec:
+        """The run's spec."""
         return self.record.spec
 
     @property
     def passed(self) -> bool:
+        """Finished with a passing verdict."""
         verdict = self.record.verdict
         return self.record.state == "finished" and verdict is not None and verdict.passed
 

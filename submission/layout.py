@@ -60,14 +60,17 @@ class Layout:
 
     @property
     def division_dir(self) -> Path:
+        """<root>/<division>."""
         return self.root / self.division
 
     @property
     def submitter_dir(self) -> Path:
+        """<division>/<submitter>."""
         return self.division_dir / self.submitter
 
     @property
     def systems_dir(self) -> Path:
+        """systems/, one description JSON per system."""
         return self.submitter_dir / "systems"
 
     def system_json(self, system: str) -> Path:
@@ -80,6 +83,7 @@ class Layout:
 
     @property
     def src_dir(self) -> Path:
+        """src/ (v6) or code/ (v5): the implementation's source."""
         return self.submitter_dir / ("src" if self.style is Style.V6 else "code")
 
     def src_benchmark_dir(self, model: str, benchmark: str) -> Path:
@@ -90,17 +94,21 @@ class Layout:
 
     @property
     def calibration_md(self) -> Path:
+        """documentation/calibration.md, which the closed division asks for."""
         return self.submitter_dir / "documentation" / "calibration.md"
 
     @property
     def model_mapping_json(self) -> Path:
+        """model_mapping.json: open-division model names to official ones."""
         return self.submitter_dir / "model_mapping.json"
 
     @property
     def results_dir(self) -> Path:
+        """results/, one folder per system."""
         return self.submitter_dir / "results"
 
     def system_results_dir(self, system: str) -> Path:
+        """results/<system>."""
         return self.results_dir / system
 
     def scenario_dir(self, key: ResultKey) -> Path:
@@ -114,29 +122,37 @@ class Layout:
         return self.submitter_dir / "measurements" / key.system / key.model / key.scenario
 
     def measurements_json(self, key: ResultKey, implementation: str) -> Path:
+        """measurements.json (v6), or <system>_<implementation>_<scenario>.json (v5)."""
         if self.style is Style.V6:
             return self.measurement_dir(key) / "measurements.json"
         return self.measurement_dir(key) / f"{key.system}_{implementation}_{key.scenario}.json"
 
     def user_conf(self, key: ResultKey) -> Path:
+        """The user.conf of a result's performance run."""
         return self.measurement_dir(key) / "user.conf"
 
     def readme(self, key: ResultKey) -> Path:
+        """The README.md that says how to reproduce a result."""
         return self.measurement_dir(key) / "README.md"
 
     def performance_dir(self, key: ResultKey) -> Path:
+        """performance/ of a result."""
         return self.scenario_dir(key) / "performance"
 
     def run_1(self, key: ResultKey) -> Path:
+        """performance/run_1: the performance (or power testing) run's logs."""
         return self.performance_dir(key) / "run_1"
 
     def ranging(self, key: ResultKey) -> Path:
+        """performance/ranging: the power ranging run's logs and samples."""
         return self.performance_dir(key) / "ranging"
 
     def power(self, key: ResultKey) -> Path:
+        """performance/power: the power client's and server's files."""
         return self.performance_dir(key) / "power"
 
     def accuracy_dir(self, key: ResultKey) -> Path:
+        """accuracy/ of a result."""
         return self.scenario_dir(key) / "accuracy"
 
     def compliance_dir(self, key: ResultKey) -> Path:
@@ -146,12 +162,15 @@ class Layout:
         return self.submitter_dir / "compliance" / key.system / key.model / key.scenario
 
     def test_dir(self, key: ResultKey, test: str) -> Path:
+        """TESTxx/ of a result."""
         return self.compliance_dir(key) / test
 
     def test_run_1(self, key: ResultKey, test: str) -> Path:
+        """TESTxx/performance/run_1: the compliance run's logs."""
         return self.test_dir(key, test) / "performance" / "run_1"
 
     def test_accuracy_dir(self, key: ResultKey, test: str) -> Path:
+        """TESTxx/accuracy: the compliance run's (truncated) accuracy log."""
         return self.test_dir(key, test) / "accuracy"
 
     def result_keys(self) -> list[ResultKey]:

@@ -31,10 +31,12 @@ class DetailFacts:
     marker_ok: bool = True  # the first line starts with :::MLLOG, as the checker requires
 
     def get(self, key: str) -> object:
+        """The first value logged for key, or None."""
         return self.values.get(key)
 
     @property
     def seeds(self) -> tuple[object, object, object]:
+        """(qsl, sample index, schedule) seeds as logged."""
         return (self.get("effective_qsl_rng_seed"), self.get("effective_sample_index_rng_seed"),
                 self.get("effective_schedule_rng_seed"))
 

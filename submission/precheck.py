@@ -36,6 +36,7 @@ class Finding(BaseModel):
     run_folder: str = ""  # its run-store folder
 
     def line(self) -> str:
+        """The finding on one line, as printed."""
         who = f" [run {self.run}]" if self.run else ""
         return f"{self.severity.upper()} {self.code}: {self.path}: {self.message}{who}"
 
@@ -54,6 +55,7 @@ class PrecheckReport(BaseModel):
         return not any(f.severity in ("crash", "error") for f in self.findings)
 
     def by_severity(self, severity: Severity) -> list[Finding]:
+        """The findings of one severity."""
         return [f for f in self.findings if f.severity == severity]
 
     def summary(self) -> str:
