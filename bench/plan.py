@@ -20,6 +20,7 @@ from bench.settings import PerfTargets, ShortMode, run_settings
 
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
+SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer samples
 FALLBACK_QPS = 100.0
 # LoadGen's own minimum query counts (mlperf.conf) where the round file gives none
 LOADGEN_MIN_QUERIES = {Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336,
@@ -114,7 +115,8 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
     for kind in kinds_for(campaign, manifest, rules):
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
                        scenario=scenario, kind=kind, mode=campaign.mode, round=campaign.round,
-                       settings=settings)
+                       settings=_power_settings(settings, scenario, campaign.mode)
+                       if kind is RunKind.POWER else settings)
         labels[kind] = spec.label
         after: tuple[str, ...] = ()
         if kind.is_compliance:
@@ -122,9 +124,19 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
                           if k in labels)
         estimate = {
             RunKind.ACCURACY: _accuracy_s(manifest, scenario, targets),
-            RunKind.POWER: 2 * perf_s + POWER_OVERHEAD_S,
+            RunKind.POWER: 2 * max(perf_s, SHORT_POWER_MIN_DURATION_MS / 1000)
+            + POWER_OVERHEAD_S,
         }.get(kind, perf_s)
         yield PlannedRun(spec, estimate + RUN_OVERHEAD_S, after, assumption)
+
+
+def _power_settings(settings: dict[str, Setting], scenario: Scenario,
+                    mode: Mode) -> dict[str, Setting]:
+    """Short mode still gives a power run a window of several analyzer samples."""
+    if mode is not Mode.SHORT:
+        return settings
+    key = f"*.{scenario.loadgen}.min_duration"
+    return {**settings, key: max(int(settings.get(key, 0)), SHORT_POWER_MIN_DURATION_MS)}
 
 
 def targets_for(bench: BenchmarkPlan, manifest: Manifest, scenario: Scenario) -> PerfTargets:

@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from flows import cli_describe
-from lab.errors import SubrunError
+from flows import cli_campaign, cli_describe
+from flows.cli_common import err, guarded, out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (hosts.yaml).")
 app.add_typer(hosts_app, name="hosts")
 cli_describe.register(app)
+cli_campaign.register(app)
 
-out = Console()
-err = Console(stderr=True)
 
 InventoryArg = Annotated[
     Path | None, typer.Argument(help="hosts.yaml to use (default: the shipped embedded one).")
 ]
-T = TypeVar("T")
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    """Run fn; a SubrunError is printed as its message and exits with its code, no traceback."""
-    try:
-        return fn()
-    except SubrunError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(e.exit_code) from None
 
 
 @hosts_app.command("check")

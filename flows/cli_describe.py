@@ -34,8 +34,8 @@ def describe_command(
     from collectors.describe import describe
     from collectors.preflight import preflight
     from collectors.system_json import write
-    from flows.cli import err, guarded
-    from flows.cli import out as console
+    from flows.cli_common import err, guarded
+    from flows.cli_common import out as console
     from lab.config import load_inventory
 
     inv = guarded(lambda: load_inventory(inventory))

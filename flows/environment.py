@@ -14,8 +14,7 @@ def subrun_home() -> Path:
 
 
 def configure_prefect() -> None:
-    """Point Prefect at subrun's home unless the user chose otherwise; quiet and offline-safe."""
-    os.environ.setdefault("PREFECT_HOME", str(subrun_home() / "prefect"))
+    """Quiet, offline-safe Prefect defaults; the user's own settings and profile win."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", "2")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

@@ -1,0 +1,113 @@
+"""Campaign commands: `plan`, `run`, `status`, `serve`, `server`, `deploy`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flows.cli_common import err, guarded, out
+from flows.context import CampaignContext
+from flows.environment import configure_prefect
+
+CampaignArg = Annotated[
+    Path | None,
+    typer.Argument(help="Campaign YAML file (default: campaigns/demo.yaml, the embedded demo)."),
+]
+STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim"}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the campaign commands to the subrun command line."""
+    app.command("plan")(plan_command)
+    app.command("run")(run_command)
+    app.command("status")(status_command)
+
+
+def _load(campaign: Path | None) -> CampaignContext:
+    from flows.context import load_context, resolve_campaign
+
+    return guarded(lambda: load_context(resolve_campaign(campaign, None)))
+
+
+def plan_command(campaign: CampaignArg = None) -> None:
+    """Show every run the campaign will make, per host, with an estimated duration."""
+    from flows.plan_view import duration
+
+    ctx = _load(campaign)
+    plan = ctx.plan
+    for host in plan.hosts():
+        table = Table(title=f"{host}: {len(plan.for_host(host))} runs, about "
+                            f"{duration(plan.host_estimate_s(host))}")
+        for column in ("benchmark", "scenario", "run", "estimate"):
+            table.add_column(column)
+        for run in plan.for_host(host):
+            table.add_row(run.spec.benchmark, run.spec.scenario.value, run.spec.kind.value,
+                          duration(run.estimate_s))
+        out.print(table)
+    c = ctx.campaign
+    out.print(f"Campaign '{c.name}': {len(plan.runs)} runs on {len(plan.hosts())} host(s), "
+              f"round {c.round}, {c.division} division, {c.mode.value} mode"
+              f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
+              f"{duration(plan.estimate_s)} (hosts in parallel).")
+    for note in sorted({r.assumption for r in plan.runs if r.assumption}):
+        out.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def run_command(campaign: CampaignArg = None,
+                history: Annotated[bool, typer.Option(help="Record results in the nightly "
+                                                      "history and plot trends.")] = False
+                ) -> None:
+    """Run a campaign end to end on this controller (ephemeral Prefect API; nothing to start)."""
+    configure_prefect()
+    ctx = _load(campaign)  # validate before Prefect starts
+    from flows import progress
+    from flows.submission import submission
+
+    total = len(ctx.plan.runs)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        job = bar.add_task(f"campaign {ctx.campaign.name}", total=total)
+
+        def advance(step: progress.Step) -> None:
+            colour = "green" if step.outcome == "passed" else "red"
+            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {step.label}", highlight=False)
+            bar.update(job, completed=step.done)
+
+        progress.listen(advance)
+        try:
+            summary = guarded(lambda: submission(campaign_file=str(campaign) if campaign
+                                                   else None, track_history=history))
+        finally:
+            progress.unlisten(advance)
+    out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
+    for failure in summary["failed"]:
+        out.print(f"[red]failed:[/] {failure}", highlight=False)
+    out.print(f"Submission tree: {summary['tree']}\nReport: {summary['report']}\n"
+              f"Prechecks: {summary['precheck']}\nTarball: {summary['tarball']}")
+    if summary["failed"] or summary["not_run"]:
+        raise typer.Exit(1)
+
+
+def status_command(campaign: CampaignArg = None) -> None:
+    """The campaign's run matrix from its run store: done, running, failed, pending, and ETA."""
+    from flows.plan_view import duration
+    from flows.status import campaign_status, eta_s
+
+    ctx = _load(campaign)
+    statuses = campaign_status(ctx.plan, ctx.store)
+    table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.store_dir})")
+    for column in ("host", "benchmark", "scenario", "run", "state", "detail"):
+        table.add_column(column)
+    for s in statuses:
+        spec = s.planned.spec
+        style = STATE_STYLE[s.state]
+        table.add_row(spec.host, spec.benchmark, spec.scenario.value, spec.kind.value,
+                      f"[{style}]{s.state}[/]", s.detail)
+    out.print(table)
+    counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
+    out.print(", ".join(f"{n} {state}" for state, n in counts.items())
+              + f"; about {duration(eta_s(ctx.plan, statuses))} left.")

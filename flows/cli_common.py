@@ -1,0 +1,24 @@
+"""What every command shares: the consoles, and turning a SubrunError into one clear paragraph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+
+from lab.errors import SubrunError
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run fn; a SubrunError is printed as its message and exits with its code, no traceback."""
+    try:
+        return fn()
+    except SubrunError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(e.exit_code) from None

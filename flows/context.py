@@ -1,0 +1,76 @@
+"""Everything a campaign run shares: the campaign, its inventory, rules, manifests, plan, store,
+and one connection per host (each host runs one run at a time, so one connection serves it)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.campaign import Campaign, load_campaign
+from bench.manifest import Manifest, load_manifest
+from bench.plan import Plan, make_plan
+from bench.rules import RoundRules, load_rules
+from bench.store import RunStore
+from lab.config import Inventory, load_inventory
+from lab.errors import ConfigError
+from lab.host import Host
+from lab.transport import open_host
+
+DEFAULT_CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "demo.yaml"
+
+
+@dataclass
+class CampaignContext:
+    """The loaded, validated inputs of one campaign run."""
+
+    campaign: Campaign
+    inventory: Inventory
+    rules: RoundRules
+    manifests: dict[str, Manifest]
+    plan: Plan
+    store: RunStore
+    _hosts: dict[str, Host] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def submitter(self) -> str:
+        """The campaign's submitter, else the inventory's system_defaults.submitter."""
+        found = self.campaign.submitter or self.inventory.system_defaults.get("submitter")
+        if not found:
+            raise ConfigError("No submitter: set `submitter:` in the campaign file or "
+                              "`system_defaults.submitter` in hosts.yaml.")
+        return str(found)
+
+    def host(self, name: str) -> Host:
+        """The open connection to a host of the inventory (opened on first use)."""
+        with self._lock:
+            if name not in self._hosts:
+                self._hosts[name] = open_host(self.inventory.host(name))
+            return self._hosts[name]
+
+    def close(self) -> None:
+        with self._lock:
+            for host in self._hosts.values():
+                host.close()
+            self._hosts.clear()
+
+
+def resolve_campaign(campaign_file: str | Path | None, campaign: Campaign | None) -> Campaign:
+    """The campaign given as a model, else loaded from a file, else the demo campaign."""
+    if campaign is not None:
+        return campaign
+    return load_campaign(Path(campaign_file) if campaign_file else DEFAULT_CAMPAIGN)
+
+
+def load_context(campaign: Campaign) -> CampaignContext:
+    """Load everything the campaign names and plan it; ConfigError for anything wrong."""
+    inventory = load_inventory(campaign.inventory)
+    for host_plan in campaign.hosts:
+        inventory.host(host_plan.host)  # an unknown host name fails here, with a suggestion
+    rules = load_rules(campaign.round)
+    names = {b.benchmark for h in campaign.hosts for b in h.benchmarks}
+    manifests = {name: load_manifest(name) for name in sorted(names)}
+    plan = make_plan(campaign, manifests, rules)
+    return CampaignContext(campaign, inventory, rules, manifests, plan,
+                           RunStore(campaign.store_dir))

@@ -1,0 +1,39 @@
+"""The plan as people read it: a table per host with estimates, and the campaign's ETA."""
+
+from __future__ import annotations
+
+from bench.plan import Plan
+
+
+def duration(seconds: float) -> str:
+    """1 h 02 min, 3 min 20 s, 12 s."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def plan_rows(plan: Plan) -> list[dict[str, str]]:
+    """One row per run, in execution order per host."""
+    return [{"host": r.spec.host, "benchmark": r.spec.benchmark,
+             "scenario": r.spec.scenario.value, "kind": r.spec.kind.value,
+             "estimate": duration(r.estimate_s), "note": r.assumption} for r in plan.runs]
+
+
+def plan_markdown(plan: Plan) -> str:
+    """The plan as Markdown: per-host tables, totals, and the wall-time estimate."""
+    c = plan.campaign
+    lines = [f"# Campaign {c.name}: {len(plan.runs)} runs, about {duration(plan.estimate_s)}",
+             "", f"Round {c.round}, {c.division} division, {c.mode.value} mode"
+             + (" (not submittable)" if c.mode.value == "short" else "") + ".", ""]
+    for host in plan.hosts():
+        lines += [f"## {host}: {duration(plan.host_estimate_s(host))}", "",
+                  "| benchmark | scenario | run | estimate |", "|---|---|---|---|"]
+        lines += [f"| {r.spec.benchmark} | {r.spec.scenario.value} | {r.spec.kind.value} | "
+                  f"{duration(r.estimate_s)} |" for r in plan.for_host(host)]
+        lines.append("")
+    notes = sorted({r.assumption for r in plan.runs if r.assumption})
+    lines += [f"- {note}" for note in notes]
+    return "\n".join(lines) + "\n"

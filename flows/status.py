@@ -1,0 +1,65 @@
+"""Where a campaign stands: each planned run done, running, failed or pending, and the ETA.
+
+Runs are matched to the run store by what they are (host, benchmark, scenario, kind, round and
+mode), so the matrix is right before images are bound and across re-runs with new settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.plan import Plan, PlannedRun
+from bench.run import RunRecord, RunSpec
+from bench.store import RunStore
+
+Identity = tuple[str, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    planned: PlannedRun
+    state: str  # done, failed, running, pending
+    record: RunRecord | None
+
+    @property
+    def detail(self) -> str:
+        if self.record is None:
+            return ""
+        if self.state == "failed":
+            verdict = self.record.verdict
+            return self.record.error or (verdict.reason if verdict else "")
+        return f"attempt {self.record.attempt}"
+
+
+def identity(spec: RunSpec) -> Identity:
+    return (spec.host, spec.benchmark, spec.scenario.value, spec.kind.value, spec.round,
+            spec.mode.value)
+
+
+def campaign_status(plan: Plan, store: RunStore) -> list[RunStatus]:
+    """The state of every planned run, from the latest attempt the store holds for it."""
+    latest: dict[Identity, RunRecord] = {}
+    for record in store.runs():
+        found = latest.get(identity(record.spec))
+        if found is None or record.started_at > found.started_at:
+            latest[identity(record.spec)] = record
+    return [_status(run, latest.get(identity(run.spec))) for run in plan.runs]
+
+
+def _status(run: PlannedRun, record: RunRecord | None) -> RunStatus:
+    if record is None:
+        return RunStatus(run, "pending", None)
+    if record.state == "running":
+        return RunStatus(run, "running", record)
+    passed = record.state == "finished" and record.verdict is not None and record.verdict.passed
+    return RunStatus(run, "done" if passed else "failed", record)
+
+
+def eta_s(plan: Plan, statuses: list[RunStatus]) -> float:
+    """Estimated wall time left: the busiest host's pending and running runs."""
+    left: dict[str, float] = {}
+    for status in statuses:
+        if status.state in ("pending", "running"):
+            host = status.planned.spec.host
+            left[host] = left.get(host, 0.0) + status.planned.estimate_s
+    return max(left.values(), default=0.0)

@@ -1,0 +1,180 @@
+"""The steps of a campaign, free of Prefect: each is one call into the layers below.
+
+The flow in `flows/submission.py` wraps each in a task; tests can call them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.execute import ExecuteOptions, execute
+from bench.loadgen_build import require_loadgen_round
+from bench.plan import PlannedRun
+from bench.run import Mode, RunKind, RunRecord
+from bench.target import RunTarget
+from collectors.describe import describe_host
+from collectors.preflight import preflight as system_preflight
+from collectors.system_json import SystemDescription, write
+from flows.context import CampaignContext
+from lab.docker import Engine
+from lab.errors import ConfigError, ConnectError
+from lab.probe import probe
+from lab.provision import ProvisionResult, provision
+from lab.transport import open_host
+from power.campaign import execute_power
+from submission.assemble import assemble
+from submission.checker import CheckerOutcome, run_checker
+from submission.index import TreeIndex
+from submission.precheck import PrecheckReport, precheck
+from submission.report import ReportFiles, ReportInput, write_report
+from submission.sources import (
+    benchmark_input,
+    stored_runs,
+    system_input,
+    tree_request,
+)
+from submission.tarball import Tarball, pack
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the flow needs to know of a finished run (small, for Prefect results)."""
+
+    label: str
+    key: str
+    attempt: int
+    state: str
+    passed: bool
+    reason: str
+
+
+def check_ready(ctx: CampaignContext) -> str:
+    """Refuse early: a LoadGen of another round, unreachable hosts, a missing analyzer."""
+    build = require_loadgen_round(ctx.campaign.round)
+    down = [r for r in (probe(ctx.inventory.host(h)) for h in ctx.plan.hosts()) if not r.reachable]
+    if down:
+        raise ConnectError("Cannot start the campaign: " + " ".join(r.problems[0] for r in down))
+    if ctx.campaign.power and not ctx.inventory.analyzers:
+        raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
+                          "`analyzers:` is empty; add one (resource: sim for the simulator).")
+    return build.version
+
+
+def controller_engine(ctx: CampaignContext) -> Engine:
+    """The engine images are built on before being shipped to hosts marked `provision: ship`."""
+    local = next((h for h in ctx.inventory.hosts if h.transport == "local"), None)
+    if local is None:
+        raise ConfigError(f"{ctx.campaign.inventory}: shipping images needs a host with "
+                          "`transport: local` (the controller) and its Docker engine.")
+    return Engine(open_host(local), local.docker)
+
+
+def provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult]:
+    """Make every benchmark image the host needs present on it (unchanged ones cost nothing)."""
+    config = ctx.inventory.host(host)
+    engine = Engine(ctx.host(host), config.docker)
+    controller = controller_engine(ctx) if config.docker.provision == "ship" else None
+    benchmarks = next(h.benchmarks for h in ctx.campaign.hosts if h.host == host)
+    return {b.benchmark: provision(engine, ctx.manifests[b.benchmark].image_spec(),
+                                   controller=controller) for b in benchmarks}
+
+
+def bind_images(ctx: CampaignContext, images: Mapping[str, Mapping[str, ProvisionResult]],
+                loadgen_version: str) -> None:
+    """Fix every run's image digest and LoadGen build: the final run keys."""
+    digests = {(host, bench): result.image_id
+               for host, per_host in images.items() for bench, result in per_host.items()}
+    ctx.plan = ctx.plan.with_images(digests, loadgen_version)
+
+
+def describe(ctx: CampaignContext, host: str,
+             images: Mapping[str, ProvisionResult]) -> SystemDescription:
+    """The host's system description, with the software stack read from its images."""
+    campaign = {"division": ctx.campaign.division, "submitter": ctx.submitter}
+    description = describe_host(ctx.host(host), ctx.inventory, host,
+                                 images=[r.image for r in images.values()], campaign=campaign)
+    write(description, ctx.campaign.output_dir / ctx.campaign.name / "systems", system_id=host)
+    return description
+
+
+def check_systems(ctx: CampaignContext, descriptions: list[SystemDescription]) -> list[str]:
+    """Every empty or placeholder system field; a submission campaign stops here until clean."""
+    problems = system_preflight(descriptions, ctx.campaign.mode, ctx.campaign.inventory)
+    return [str(p) for p in problems or []]
+
+
+def run(ctx: CampaignContext, planned: PlannedRun,
+        images: Mapping[str, ProvisionResult]) -> RunRecord:
+    """Execute one planned run on its host (a power run under the analyzer's lock)."""
+    spec = planned.spec
+    image = images[spec.benchmark]
+    target = RunTarget(ctx.host(spec.host), ctx.inventory.host(spec.host),
+                       ctx.manifests[spec.benchmark], image.image, image.image_id,
+                       ctx.campaign.name)
+    if spec.kind is RunKind.POWER:
+        analyzer = ctx.inventory.analyzers[0].name
+        return execute_power(target, planned, ctx.store, ctx.rules, ctx.inventory, analyzer,
+                             short_ranging=ctx.campaign.mode is Mode.SHORT,
+                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
+    return execute(target, planned, ctx.store, ctx.rules, references=_references(ctx, planned),
+                   options=ExecuteOptions(max_reruns=ctx.campaign.max_reruns))
+
+
+def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
+    found = {}
+    for other in ctx.plan.for_host(planned.spec.host):
+        if other.label in planned.after:
+            record = ctx.store.latest_passing(other.spec.key)
+            if record is not None:
+                found[other.spec.kind] = record
+    return found
+
+
+def outcome(record: RunRecord) -> RunOutcome:
+    """The small summary of a record the flow passes around."""
+    verdict = record.verdict
+    passed = record.state == "finished" and verdict is not None and verdict.passed
+    reason = record.error or (verdict.reason if verdict else "")
+    return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
+                      reason)
+
+
+def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]
+                  ) -> TreeIndex:
+    """The submission tree from the latest passing attempt of every run."""
+    systems = {h: system_input(h, d.system) for h, d in descriptions.items()}
+    benchmarks = {n: benchmark_input(m) for n, m in ctx.manifests.items()}
+    request = tree_request(ctx.campaign, ctx.rules, ctx.submitter)
+    return assemble(request, stored_runs(ctx.store), systems, benchmarks)
+
+
+def check_tree(ctx: CampaignContext, index: TreeIndex) -> PrecheckReport:
+    return precheck(ctx.campaign.tree_dir, ctx.rules, index)
+
+
+def official_check(ctx: CampaignContext) -> CheckerOutcome | None:
+    """The official checker's verdict on the tree, when the campaign names a checkout."""
+    if ctx.campaign.inference_repo is None:
+        return None
+    return run_checker(ctx.campaign.tree_dir, ctx.campaign.inference_repo,
+                       ctx.rules.checker_version, work_dir=_campaign_dir(ctx) / "checker")
+
+
+def package(ctx: CampaignContext) -> Tarball:
+    return pack(ctx.campaign.tree_dir, _campaign_dir(ctx) / "submission.tar.gz")
+
+
+def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
+           checker: CheckerOutcome | None, tarball: Tarball | None) -> ReportFiles:
+    """report.md and report.html for the campaign."""
+    data = ReportInput(title=f"subrun campaign '{ctx.campaign.name}'",
+                       mode=ctx.campaign.mode.value, index=index,
+                       runs=stored_runs(ctx.store), precheck=checks, checker=checker,
+                       tarball=tarball)
+    return write_report(data, _campaign_dir(ctx) / "report")
+
+
+def _campaign_dir(ctx: CampaignContext) -> Path:
+    return ctx.campaign.output_dir / ctx.campaign.name

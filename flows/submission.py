@@ -1,0 +1,148 @@
+"""The `submission` flow: pre-flight, provision, describe, runs, assemble, check, report.
+
+Hosts work in parallel; each host runs one run at a time, in plan order. Only transient faults
+(a dropped link, an unreachable host, a timeout) are retried, and a retry of a run reattaches to
+its container rather than starting it again. A finished run is never repeated: the run store
+knows it by key, so a killed campaign started again continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture, wait
+from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
+
+from bench.campaign import Campaign
+from bench.plan import PlannedRun
+from flows import steps
+from flows.context import CampaignContext, load_context, resolve_campaign
+from flows.plan_view import plan_markdown
+from flows.progress import CampaignProgress
+from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
+from submission.history import plot_trends, record, regressions
+
+TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
+
+
+def transient_only(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a task only when it failed on a transient fault, never on a wrong result."""
+    try:
+        state.result()
+    except TRANSIENT:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+RETRY = {"retries": 2, "retry_delay_seconds": [5, 20], "retry_condition_fn": transient_only,
+         "cache_policy": NO_CACHE}
+
+
+@task(name="pre-flight", cache_policy=NO_CACHE)
+def preflight_task(ctx: CampaignContext) -> str:
+    return steps.check_ready(ctx)
+
+
+@task(name="provision", **RETRY)  # type: ignore[call-overload]
+def provision_task(ctx: CampaignContext, host: str) -> dict[str, Any]:
+    return steps.provision_host(ctx, host)
+
+
+@task(name="describe", **RETRY)  # type: ignore[call-overload]
+def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> Any:
+    return steps.describe(ctx, host, images)
+
+
+@task(name="run", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
+def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
+             progress: CampaignProgress) -> steps.RunOutcome:
+    logger = get_run_logger()
+    result = steps.outcome(steps.run(ctx, planned, images))
+    status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
+    (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
+    progress.finished(planned.label, "passed" if result.passed else "failed")
+    return result
+
+
+@task(name="assemble", cache_policy=NO_CACHE)
+def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
+    return steps.assemble_tree(ctx, descriptions)
+
+
+@flow(name="submission", log_prints=True,
+      task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
+def submission(campaign_file: str | None = None, campaign: Campaign | None = None,
+               track_history: bool = False) -> dict[str, Any]:
+    """Run a whole campaign and assemble its submission tree (the demo campaign by default)."""
+    ctx = load_context(resolve_campaign(campaign_file, campaign))
+    try:
+        return _campaign(ctx, track_history)
+    finally:
+        ctx.close()
+
+
+def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
+    logger = get_run_logger()
+    create_markdown_artifact(plan_markdown(ctx.plan), key="campaign-plan",
+                             description=f"Plan of campaign {ctx.campaign.name}")
+    loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
+    hosts = ctx.plan.hosts()
+    provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
+    images = {h: f.result() for h, f in provisioned.items()}
+    steps.bind_images(ctx, images, loadgen)
+    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in hosts}
+    descriptions = {h: f.result() for h, f in described.items()}
+    for problem in steps.check_systems(ctx, list(descriptions.values())):
+        logger.warning("system description: %s", problem)
+    progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
+    last: list[PrefectFuture[steps.RunOutcome]] = []
+    futures: list[PrefectFuture[steps.RunOutcome]] = []
+    for host in hosts:
+        previous: PrefectFuture[steps.RunOutcome] | None = None
+        for planned in ctx.plan.for_host(host):
+            previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
+                                       wait_for=[previous] if previous else [])
+            futures.append(previous)
+        if previous is not None:
+            last.append(previous)
+    wait(futures)
+    outcomes = [f.result() for f in futures if f.state.is_completed()]
+    create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
+                          description="Every run of the campaign and its verdict")
+    index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]
+    checks = steps.check_tree(ctx, index)
+    checker = steps.official_check(ctx)
+    tarball = steps.package(ctx)
+    report = steps.report(ctx, index, checks, checker, tarball)
+    create_markdown_artifact(report.markdown, key="campaign-report",
+                             description=f"Report of campaign {ctx.campaign.name}")
+    if track_history:
+        _track(ctx)
+    summary = {
+        "campaign": ctx.campaign.name, "runs": len(ctx.plan.runs),
+        "passed": sum(o.passed for o in outcomes),
+        "failed": [f"{o.label}: {o.reason}" for o in outcomes if not o.passed],
+        "not_run": len(futures) - len(outcomes),
+        "tree": str(ctx.campaign.tree_dir), "report": report.html_path,
+        "precheck": checks.summary(), "tarball": tarball.path if tarball else None,
+    }
+    logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
+                summary["passed"], summary["runs"], summary["tree"], summary["report"])
+    return summary
+
+
+def _track(ctx: CampaignContext) -> None:
+    """Nightly: append to the history, plot trends, and alert on regressions."""
+    logger = get_run_logger()
+    db = ctx.campaign.output_dir / "history.sqlite"
+    records = [r for r in ctx.store.runs() if r.state == "finished"]
+    record(db, ctx.campaign.name, records)
+    plot_trends(db, ctx.campaign.output_dir / "trends")
+    for regression in regressions(db):
+        logger.warning("REGRESSION %s", regression.describe())
