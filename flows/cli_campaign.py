@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan_command)
     app.command("run")(run_command)
     app.command("status")(status_command)
+    from flows import cli_serve
+
+    cli_serve.register(app)
 
 
 def _load(campaign: Path | None) -> CampaignContext:
