@@ -226,11 +226,18 @@ def write_inventory() -> None:
     """The tests' inventory: the controller plus the two SSH targets."""
     ctl_sock = engine_dir("ctl") / "docker.sock"
     entries = [
+        "system_defaults:",
+        "  submitter: SubrunLab",
+        "  division: open",
+        "  status: available",
+        "  cooling: air",
+        "  host_memory_configuration: 'not reported (test lab, no DMI access)'",
         "hosts:",
         "  - name: local",
         "    transport: local",
         f"    work_dir: {LAB / 'hosts' / 'local'}",
         "    labels: [edge]",
+        "    system: {system_name: 'subrun test lab controller'}",
         f"    docker: {{docker_host: 'unix://{ctl_sock}', base_image: '{BASE_IMAGE}'}}",
     ]
     for name, address in SSH_HOSTS.items():
@@ -242,7 +249,8 @@ def write_inventory() -> None:
             f"    key: {LAB / 'ssh' / 'id_ed25519'}",
             f"    known_hosts: {LAB / 'ssh' / 'known_hosts'}",
             f"    work_dir: {LAB / 'hosts' / name}",
-            "    labels: [datacenter]",
+            "    labels: [edge]",
+            f"    system: {{system_name: 'subrun test lab host {name}'}}",
             f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}, "
             f"base_image: '{BASE_IMAGE}'}}",
         ]

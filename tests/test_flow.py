@@ -1,0 +1,46 @@
+"""The submission flow on the real lab: two SSH hosts in parallel, short mode, a tree that passes
+the prechecks, and a second run that repeats nothing (Prefect test harness)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.campaign import load_campaign
+from bench.store import RunStore
+from tests.support.campaigns import write_campaign
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir: Path,
+                                                     tmp_path: Path) -> None:
+    from flows.submission import submission
+
+    path = write_campaign(tmp_path, "two-hosts", lab_dir / "hosts.yaml", ["h2", "h3"])
+    summary = submission(campaign_file=str(path))
+    assert summary["runs"] == 4 and summary["passed"] == 4, summary["failed"]
+    assert summary["precheck"].startswith("prechecks passed"), summary["precheck"]
+    tree = Path(summary["tree"])
+    results = tree / "open" / "SubrunLab" / "results"
+    assert {p.name for p in results.iterdir()} == {"h2", "h3"}
+    assert (results / "h2" / "digits-svm" / "Offline" / "accuracy" / "accuracy.txt").is_file()
+    assert Path(summary["report"]).is_file() and Path(summary["tarball"]).is_file()
+    store = RunStore(load_campaign(path).store_dir)
+    attempts = {k: len(store.attempts(k)) for k in store.keys()}
+    again = submission(campaign_file=str(path))
+    assert again["passed"] == 4
+    assert {k: len(store.attempts(k)) for k in store.keys()} == attempts
