@@ -40,7 +40,9 @@ def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir:
     assert (results / "h2" / "digits-svm" / "Offline" / "accuracy" / "accuracy.txt").is_file()
     assert Path(summary["report"]).is_file() and Path(summary["tarball"]).is_file()
     store = RunStore(load_campaign(path).store_dir)
-    attempts = {k: len(store.attempts(k)) for k in store.keys()}
+    keys = store.keys()
+    attempts = {k: len(store.attempts(k)) for k in keys}
     again = submission(campaign_file=str(path))
     assert again["passed"] == 4
-    assert {k: len(store.attempts(k)) for k in store.keys()} == attempts
+    assert store.keys() == keys
+    assert {k: len(store.attempts(k)) for k in keys} == attempts
