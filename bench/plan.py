@@ -165,10 +165,11 @@ def _rate(scenario: Scenario, targets: PerfTargets) -> tuple[float, str]:
 def _performance_s(mode: Mode, scenario: Scenario, targets: PerfTargets, rules: RoundRules,
                    manifest: Manifest) -> tuple[float, str]:
     rate, assumption = _rate(scenario, targets)
-    if mode is Mode.SHORT:
+    if mode is Mode.SHORT:  # the campaign's own min_duration / min_query_count win
         short = ShortMode()
-        queries = short.min_query_count.get(scenario, 1)
-        return max(short.min_duration_ms / 1000, queries / rate), assumption
+        duration_ms = targets.extra.get("min_duration", short.min_duration_ms)
+        queries = targets.extra.get("min_query_count", short.min_query_count.get(scenario, 1))
+        return max(duration_ms / 1000, queries / rate), assumption
     queries = rules.min_query_count.get(scenario, LOADGEN_MIN_QUERIES[scenario])
     if scenario is Scenario.OFFLINE:
         spq = rules.model(manifest.official_model).offline_min_samples_per_query or 1

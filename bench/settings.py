@@ -73,13 +73,14 @@ def run_settings(scenario: Scenario, mode: Mode, targets: PerfTargets,
         settings[f"*.{sc}.target_latency"] = targets.target_latency_ms
     for key, value in targets.extra.items():
         settings[key if "." in key else f"*.{sc}.{key}"] = value
-    if mode is Mode.SHORT:
+    if mode is Mode.SHORT:  # lowered values only where the campaign set none of its own
         short = short or ShortMode()
-        settings[f"*.{sc}.min_duration"] = short.min_duration_ms
+        settings.setdefault(f"*.{sc}.min_duration", short.min_duration_ms)
         if scenario in short.min_query_count:
-            settings[f"*.{sc}.min_query_count"] = short.min_query_count[scenario]
+            settings.setdefault(f"*.{sc}.min_query_count", short.min_query_count[scenario])
         if short.accuracy_sample_count:
-            settings[f"*.{sc}.accuracy_sample_count_override"] = short.accuracy_sample_count
+            settings.setdefault(f"*.{sc}.accuracy_sample_count_override",
+                                short.accuracy_sample_count)
     check_settings(settings, mode)
     return settings
 

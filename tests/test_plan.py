@@ -66,3 +66,14 @@ def test_campaign_settings_override_manifest_defaults() -> None:
          "settings": {"Offline": {"target_qps": 123}}}]}]})
     plan = make_plan(campaign, {"digits": load_manifest("digits")}, load_rules("v6.1"))
     assert plan.runs[0].spec.settings["*.Offline.target_qps"] == 123
+
+
+def test_a_campaigns_own_short_min_duration_sets_settings_and_estimate() -> None:
+    campaign = Campaign.model_validate({"hosts": [{"host": "a", "benchmarks": [{
+        "benchmark": "digits", "scenarios": ["Offline"],
+        "settings": {"Offline": {"min_duration": 20000, "target_qps": 8000}}}]}],
+        "accuracy": False, "compliance": False})
+    plan = make_plan(campaign, {"digits": load_manifest("digits")}, load_rules("v6.1"))
+    (run,) = plan.runs
+    assert run.spec.settings["*.Offline.min_duration"] == 20000
+    assert run.estimate_s >= 20

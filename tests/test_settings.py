@@ -137,3 +137,10 @@ def test_audit_config_refuses_what_the_round_does_not_define() -> None:
         audit_config(RunKind.TEST01, "resnet", load_rules("v5.0"))
     with pytest.raises(ConfigError, match="not a compliance test"):
         audit_config(RunKind.ACCURACY, "resnet", load_rules("v6.1"))
+
+
+def test_short_mode_keeps_the_durations_and_counts_a_campaign_sets() -> None:
+    targets = PerfTargets(target_qps=8000, extra={"min_duration": 4000, "min_query_count": 2})
+    settings = run_settings(Scenario.OFFLINE, Mode.SHORT, targets)
+    assert settings["*.Offline.min_duration"] == 4000
+    assert settings["*.Offline.min_query_count"] == 2
