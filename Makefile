@@ -10,6 +10,7 @@ STAMP := $(VENV)/.installed
 demo: $(STAMP)
 	$(PYTHON) scripts/testlab.py up --engine-only
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
+	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun run
 
 test: $(STAMP) lab
 	$(BIN)/pytest
