@@ -94,3 +94,35 @@ def test_serve_without_a_server_says_what_to_do(tmp_path: Path) -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "prefect server start" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_same_deployments_on_a_work_pool_with_one_worker(server_env: dict[str, str],
+                                                         lab_dir: Path, tmp_path: Path) -> None:
+    env = {**server_env, "PREFECT_WORKER_QUERY_SECONDS": "2"}
+    subprocess.run([str(BIN / "prefect"), "work-pool", "create", "lab-pool", "--type",
+                    "process"], env=env, check=True, capture_output=True, timeout=120)
+    deployed = subprocess.run([str(BIN / "subrun"), "deploy", "--pool", "lab-pool"], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "lab-pool",
+                               "--type", "process"], env=env,
+                              stdout=(tmp_path / "worker.log").open("w"),
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        path = write_campaign(tmp_path, "pooled", lab_dir / "hosts.yaml", ["h2"],
+                              accuracy=False)
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "submission/full", "--params",
+             json.dumps({"campaign_file": str(path)}), "--watch", "--watch-timeout", "600"],
+            env=env, capture_output=True, text=True, timeout=700, check=False)
+        assert run.returncode == 0, run.stdout[-3000:] + (tmp_path / "worker.log").read_text()[
+            -5000:]
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    store_runs = list((load_campaign(path).store_dir).glob("*/attempt-1/run.json"))
+    assert len(store_runs) == 1
