@@ -119,6 +119,11 @@ def _reason(run: StoredRun) -> str:
 
 
 def _model_dir(request: TreeRequest, bench: BenchmarkInput) -> str:
+    if bench.open_name and request.division != "open":
+        raise ConfigError(f"Benchmark '{bench.name}' is an open-division model "
+                          f"('{bench.open_name}', mapped to {bench.model}); it cannot enter the "
+                          f"{request.division} division. Run the campaign with `division: open`, "
+                          "or use a benchmark that implements the official model.")
     return bench.open_name if request.division == "open" and bench.open_name else bench.model
 
 

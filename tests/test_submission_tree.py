@@ -99,8 +99,8 @@ def test_open_tree_has_the_reference_file_sets_and_passes_prechecks(
     for scenario in ("SingleStream", "MultiStream", "Offline"):
         tests = {t for t in ("TEST01", "TEST04") if passing(store, scenario, t)}
         assert folders(root / "results" / "tinybox" / "tiny-net" / scenario) == expected(tests)
-    assert {"TEST01", "TEST04"} <= {p.name for p in
-                                    (root / "results/tinybox/tiny-net/Offline").iterdir()}
+    assert any(passing(store, s, "TEST01") and passing(store, s, "TEST04")
+               for s in ("SingleStream", "Offline"))  # compliance is covered
     assert json.loads((root / "model_mapping.json").read_text()) == {"tiny-net": "resnet"}
     assert sorted(p.name for p in root.iterdir()) == ["model_mapping.json", "results",
                                                       "src", "systems"]
@@ -119,21 +119,20 @@ def test_closed_tree_needs_every_compliance_test(
     assert (root / "documentation" / "calibration.md").is_file()
     assert not (root / "model_mapping.json").exists()
     report = precheck(tmp_path / "tree", RULES)
-    ms_complete = passing(store, "MultiStream", "TEST01") and passing(
-        store, "MultiStream", "TEST04")
-    placed = {r.scenario for r in index.results}
-    for scenario in placed:
+    complete = {s for s in ("SingleStream", "MultiStream", "Offline")
+                if passing(store, s, "TEST01") and passing(store, s, "TEST04")}
+    assert {r.scenario for r in index.results} == complete
+    for scenario in complete:
         folder = root / "results" / "tinybox" / "resnet" / scenario
         assert folders(folder) == expected({"TEST01", "TEST04"})
-    if ms_complete:
-        assert placed == {"SingleStream", "MultiStream", "Offline"}
+    if len(complete) == 3:
         assert report.passed, "\n".join(f.line() for f in report.findings)
     else:
-        # a result whose compliance run failed verification is left out, with the reason;
-        # the prechecks then name the scenario the checker will miss
-        assert placed == {"SingleStream", "Offline"}
-        (skipped,) = index.skipped
-        assert skipped.scenario == "MultiStream" and "TEST0" in skipped.reason
+        # a result whose compliance run failed verification (MultiStream's p99 moves a lot on a
+        # loaded machine) is left out with the reason; the prechecks name the missing scenario
+        assert {s.scenario for s in index.skipped} == {"SingleStream", "MultiStream",
+                                                      "Offline"} - complete
+        assert all("TEST0" in s.reason and "Latest attempts" in s.reason for s in index.skipped)
         assert {f.code for f in report.findings} == {"missing-scenarios"}
 
 
@@ -243,3 +242,9 @@ def test_missing_measurement_fields_name_the_manifest(tmp_path: Path, store: Run
     with pytest.raises(ConfigError, match=r"images/tiny/benchmark\.yaml.*input_data_types"):
         assemble(request, runs_of(store), system, {"tiny": bench})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]  # no half-built tree left
+
+
+def test_an_open_model_cannot_enter_the_closed_division(tmp_path: Path, store: RunStore,
+                                                        system: dict[str, SystemInput]) -> None:
+    with pytest.raises(ConfigError, match=r"open-division model \('tiny-net'.*division: open"):
+        build(tmp_path, store, system, "closed", open_name="tiny-net")
