@@ -50,6 +50,16 @@ def server_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
             assert server.stop(port)
 
 
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process this test started, with its children (TERM, then KILL)."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def wait_for_deployment(api_url: str, name: str, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -76,12 +86,7 @@ def test_deployment_run_full_on_two_hosts(server_env: dict[str, str], lab_dir: P
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:] + (
             tmp_path / "serve.log").read_text()[-5000:]
     finally:
-        os.killpg(serve.pid, signal.SIGTERM)
-        try:
-            serve.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+        stop_group(serve)
     campaign = load_campaign(path)
     report = precheck(campaign.tree_dir, load_rules(campaign.round))
     assert report.passed and report.results_checked == 2, [f.line() for f in report.findings]
@@ -118,11 +123,6 @@ def test_same_deployments_on_a_work_pool_with_one_worker(server_env: dict[str, s
         assert run.returncode == 0, run.stdout[-3000:] + (tmp_path / "worker.log").read_text()[
             -5000:]
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        stop_group(worker)
     store_runs = list((load_campaign(path).store_dir).glob("*/attempt-1/run.json"))
     assert len(store_runs) == 1
