@@ -9,6 +9,7 @@ re-run as a new attempt, up to the campaign's bound.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from lab.docker import Container
 from lab.errors import ConnectError, ConnectionLost, SubrunError
 
 TRANSIENT = (ConnectError, ConnectionLost)
+log = logging.getLogger("subrun.runs")
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,8 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
     except SubrunError as e:
         return store.update(record.key, record.attempt, state="failed", error=str(e),
                             finished_at=datetime.now(UTC))
+    log.info("%s: attempt %d started on host '%s' (container %s)", spec.label, record.attempt,
+             target.config.name, container.name)
     return _finish(target, record, container, store, rules, references, timeout_s)
 
 
@@ -110,6 +114,8 @@ def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: Roun
                             error=f"Attempt {record.attempt} of {record.spec.label} was marked "
                                   "running, but its container is gone from the target; its "
                                   "results could not be collected.")
+    log.info("%s: reattached to attempt %d on host '%s' (container %s)", record.spec.label,
+             record.attempt, target.config.name, container.name)
     return _finish(target, record, container, store, rules, references, timeout_s)
 
 
@@ -123,6 +129,8 @@ def _finish(target: RunTarget, record: RunRecord, container: Container, store: R
         if not store.record(key, attempt).files:
             store.add_files(key, attempt, Path(tmp))
     remote.discard(target, container)
+    for line in tail.splitlines():
+        log.info("%s | %s", spec.label, line)
     done = datetime.now(UTC)
     if status.running or status.exit_status != 0:
         why = (f"did not finish within {timeout_s:.0f} s and was stopped" if status.running

@@ -16,6 +16,8 @@ def subrun_home() -> Path:
 def configure_prefect() -> None:
     """Quiet, offline-safe Prefect defaults; the user's own settings and profile win."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # subrun's own loggers (image builds, runs on targets) go to the Prefect run logs too
+    os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "subrun")
     os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", "2")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
