@@ -55,11 +55,23 @@ def _status(run: PlannedRun, record: RunRecord | None) -> RunStatus:
     return RunStatus(run, "done" if passed else "failed", record)
 
 
+def pace(statuses: list[RunStatus]) -> float:
+    """How long finished runs really took against their estimates (1.0 before any finished)."""
+    measured = estimated = 0.0
+    for status in statuses:
+        record = status.record
+        if status.state in ("done", "failed") and record and record.finished_at:
+            measured += (record.finished_at - record.started_at).total_seconds()
+            estimated += status.planned.estimate_s
+    return measured / estimated if estimated and measured else 1.0
+
+
 def eta_s(plan: Plan, statuses: list[RunStatus]) -> float:
-    """Estimated wall time left: the busiest host's pending and running runs."""
+    """Estimated wall time left: the busiest host's pending and running runs, with estimates
+    scaled by the pace of the runs that finished."""
     left: dict[str, float] = {}
     for status in statuses:
         if status.state in ("pending", "running"):
             host = status.planned.spec.host
             left[host] = left.get(host, 0.0) + status.planned.estimate_s
-    return max(left.values(), default=0.0)
+    return max(left.values(), default=0.0) * pace(statuses)
