@@ -53,10 +53,11 @@ def result(layout: Layout, key: ResultKey, bench: BenchmarkInput,
             warnings.append(f"{power_run.spec.label}: measured by subrun's own daemon, not the "
                             "official power-dev client and server, so it stays out of the tree "
                             "(the report shows it)")
-        source = runs.get(RunKind.PERFORMANCE) or power_run
-        names = (SUMMARY, DETAIL) if source is runs.get(RunKind.PERFORMANCE) else (
-            f"run_1/{SUMMARY}", f"run_1/{DETAIL}")
-        _copy(source, names, layout.run_1(key))  # type: ignore[arg-type]
+        performance = runs.get(RunKind.PERFORMANCE)
+        if performance is not None:
+            _copy(performance, (SUMMARY, DETAIL), layout.run_1(key))
+        elif power_run is not None:  # its testing run is a performance run like any other
+            _copy(power_run, (f"run_1/{SUMMARY}", f"run_1/{DETAIL}"), layout.run_1(key))
     accuracy(layout, key, runs[RunKind.ACCURACY])
     for kind, run in runs.items():
         if kind.is_compliance:

@@ -248,3 +248,22 @@ def test_an_open_model_cannot_enter_the_closed_division(tmp_path: Path, store: R
                                                         system: dict[str, SystemInput]) -> None:
     with pytest.raises(ConfigError, match=r"open-division model \('tiny-net'.*division: open"):
         build(tmp_path, store, system, "closed", open_name="tiny-net")
+
+
+def test_a_power_run_alone_gives_the_performance_logs(tmp_path: Path, store: RunStore,
+                                                      system: dict[str, SystemInput]) -> None:
+    runs = [r for r in runs_of(store) if not (r.spec.scenario.value == "Offline"
+                                              and r.spec.kind.value == "performance")]
+    bench = tiny_benchmark(tmp_path / "ctx")
+    request = TreeRequest(root=tmp_path / "tree", division="open", submitter="ACME",
+                          round="v6.1")
+    index = assemble(request, runs, system, {"tiny": bench})
+    offline = next(r for r in index.results if r.scenario == "Offline")
+    power = next(r for r in runs if r.spec.kind.value == "power")
+    run_1 = tmp_path / "tree" / offline.folder / "performance" / "run_1"
+    assert sorted(p.name for p in run_1.iterdir()) == sorted(LOGS)  # no spl.txt without power/
+    tested = power.file("run_1/mlperf_log_detail.txt")
+    assert tested is not None and (run_1 / "mlperf_log_detail.txt").read_bytes() == \
+        tested.read_bytes()
+    assert offline.run_for("performance") == offline.runs["power"]
+    assert precheck(tmp_path / "tree", RULES).passed
