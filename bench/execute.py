@@ -1,10 +1,10 @@
 """Execute one planned run to a judged record: new attempt, reattachment, automatic re-runs.
 
 A finished run is never repeated: its key finds it in the run store. An attempt still marked
-running is reattached by its container label (after a dropped link or a controller crash) and
-collected, not started again. A connection fault leaves the attempt running and propagates, so
-the caller may retry, which reattaches. An INVALID run whose verdict proposes new settings is
-re-run as a new attempt, up to the campaign's bound.
+running is reattached by its container label or native process name (after a dropped link or a
+controller crash) and collected, not started again. A connection fault leaves the attempt
+running and propagates, so the caller may retry, which reattaches. An INVALID run whose verdict
+proposes new settings is re-run as a new attempt, up to the campaign's bound.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from bench.rules import RoundRules
 from bench.run import RunKind, RunRecord, RunSpec
 from bench.settings import audit_config, user_conf
 from bench.store import RunStore
-from bench.target import RunTarget
+from bench.target import RunHandle, RunTarget
 from bench.verdict import judge_dir
-from lab.docker import Container
 from lab.errors import ConnectError, ConnectionLost, SubrunError
 
 TRANSIENT = (ConnectError, ConnectionLost)
@@ -94,41 +93,41 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
                  timeout_s: float) -> RunRecord:
     record = store.start_attempt(spec, key=key)
     try:
-        container = remote.start(target, record, run_files(spec, rules))
+        handle = remote.start(target, record, run_files(spec, rules))
     except TRANSIENT:
         raise  # the attempt stays running: a retry reattaches if the container did start
     except SubrunError as e:
         return store.update(record.key, record.attempt, state="failed", error=str(e),
                             finished_at=datetime.now(UTC))
-    log.info("%s: attempt %d started on host '%s' (container %s)", spec.label, record.attempt,
-             target.config.name, container.name)
-    return _finish(target, record, container, store, rules, references, timeout_s)
+    log.info("%s: attempt %d started on host '%s' (%s %s)", spec.label, record.attempt,
+             target.config.name, target.runner.what, handle.name)
+    return _finish(target, record, handle, store, rules, references, timeout_s)
 
 
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
-    container = remote.find(target, record)
-    if container is None:
+    handle = remote.find(target, record)
+    if handle is None:
         return store.update(record.key, record.attempt, state="lost",
                             finished_at=datetime.now(UTC),
                             error=f"Attempt {record.attempt} of {record.spec.label} was marked "
-                                  "running, but its container is gone from the target; its "
-                                  "results could not be collected.")
-    log.info("%s: reattached to attempt %d on host '%s' (container %s)", record.spec.label,
-             record.attempt, target.config.name, container.name)
-    return _finish(target, record, container, store, rules, references, timeout_s)
+                                  f"running, but its {target.runner.what} is gone from the target; "
+                                  "its results could not be collected.")
+    log.info("%s: reattached to attempt %d on host '%s' (%s %s)", record.spec.label,
+             record.attempt, target.config.name, target.runner.what, handle.name)
+    return _finish(target, record, handle, store, rules, references, timeout_s)
 
 
-def _finish(target: RunTarget, record: RunRecord, container: Container, store: RunStore,
+def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
             rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
             timeout_s: float) -> RunRecord:
     key, attempt, spec = record.key, record.attempt, record.spec
-    status = remote.wait(target, container, timeout_s)
+    status = remote.wait(target, handle, timeout_s)
     with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
-        tail = remote.collect(target, container, Path(tmp)) or _loadgen_tail(Path(tmp))
+        tail = remote.collect(target, handle, Path(tmp)) or _loadgen_tail(Path(tmp))
         if not store.record(key, attempt).files:
             store.add_files(key, attempt, Path(tmp))
-    remote.discard(target, container)
+    remote.discard(target, handle)
     for line in tail.splitlines():
         log.info("%s | %s", spec.label, line)
     done = datetime.now(UTC)
@@ -139,8 +138,9 @@ def _finish(target: RunTarget, record: RunRecord, container: Container, store: R
                + (f": {status.error}" if status.error else ""))
         return store.update(key, attempt, state="failed", finished_at=done, log_tail=tail,
                             exit_status=status.exit_status,
-                            error=f"The container of {spec.label} on host '{target.config.name}'"
-                                  f" {why}. Its output tail is kept in the run record.")
+                            error=f"The {target.runner.what} of {spec.label} on host "
+                                  f"'{target.config.name}' {why}. Its output tail is kept in the "
+                                  "run record.")
     compliance = _verify(spec, store, key, attempt, references) if spec.kind.is_compliance \
         else None
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
@@ -149,7 +149,7 @@ def _finish(target: RunTarget, record: RunRecord, container: Container, store: R
 
 
 def _loadgen_tail(collected: Path, lines: int = 20) -> str:
-    """When the container printed nothing, the end of LoadGen's detail log tells most."""
+    """When the harness printed nothing, the end of LoadGen's detail log tells most."""
     detail = locate_logs(collected) / "mlperf_log_detail.txt"
     if not detail.is_file():
         return "(the container printed nothing and left no LoadGen log)"

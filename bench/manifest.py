@@ -11,6 +11,12 @@ Interactive), {mode} (PerformanceOnly or AccuracyOnly), {run_dir} (the container
 user.conf and, for compliance runs only, audit.config), {user_conf}, {output_dir} (where LoadGen's
 logs and accuracy.txt go), {dataset_dir} and {model_dir} (the container paths of the read-only
 mounts the manifest declares under `mounts:`).
+
+An optional `native:` section lets the benchmark run on hosts without Docker (hosts.yaml
+`docker: {engine: false}`): `setup` lists the steps its Dockerfile runs at build time (argv
+templates, {dataset_dir} and {model_dir} allowed), and `paths` maps each image path those steps
+and the run command use (e.g. /opt/model) to a folder of the native environment (e.g. model).
+Natively, every such path in an argv is replaced by its folder, as is the run directory.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pydantic import (
 from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, Scenario, Setting
 from lab.errors import ConfigError
 from lab.images import ImageSpec, find_images_dir
+from lab.native import RESERVED
 from lab.yamlfile import load_model
 
 MANIFEST = "benchmark.yaml"
@@ -139,6 +146,32 @@ class Submission(Strict):
 
 
 ArgvTemplate = Annotated[list[str], Field(min_length=1)]
+EnvFolder = Annotated[str, StringConstraints(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)*$")]
+RUN_ONLY = ("scenario", "mode", "run_dir", "user_conf", "output_dir")
+
+
+class NativeSetup(Strict):
+    """How the benchmark runs without Docker: its build-time steps and the image paths mapped."""
+
+    setup: list[ArgvTemplate] = Field(default_factory=list)  # run once, in the environment
+    paths: dict[ContainerPath, EnvFolder] = Field(default_factory=dict)  # image path -> folder
+
+    @field_validator("paths")
+    @classmethod
+    def _folders(cls, paths: dict[str, str]) -> dict[str, str]:
+        for image, folder in paths.items():
+            if image.rstrip("/") == "":
+                raise ValueError("`/` cannot be mapped; name the image folder, e.g. /opt/model")
+            if folder.split("/")[0] in RESERVED:
+                raise ValueError(f"folder '{folder}' (for {image}) is the environment's own; "
+                                 f"use another name than {', '.join(sorted(RESERVED))}")
+        return paths
+
+
+def _overlaps(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 class Manifest(Strict):
@@ -160,6 +193,7 @@ class Manifest(Strict):
     defaults: dict[Scenario, ScenarioDefaults] = Field(default_factory=dict)
     build: BuildSettings = Field(default_factory=BuildSettings)
     submission: Submission = Field(default_factory=Submission)
+    native: NativeSetup | None = None  # absent: the benchmark runs only in its image
 
     @field_validator("scenarios")
     @classmethod
@@ -183,7 +217,23 @@ class Manifest(Strict):
         extra = [s.value for s in self.defaults if s not in self.scenarios]
         if extra:
             raise ValueError(f"defaults given for {', '.join(extra)}, which `scenarios` lacks")
+        if self.native:
+            self._check_native(self.native)
         return self
+
+    def _check_native(self, native: NativeSetup) -> None:
+        for template in native.setup:
+            self._check_template("native.setup", template)
+            used = [n for element in template for n in _FIELD.findall(element) if n in RUN_ONLY]
+            if used:
+                raise ValueError(f"`native.setup` uses {{{used[0]}}}, which only a run has; "
+                                 "setup steps run once, when the environment is made")
+        mounted = [RUN_MOUNT, *(p for p in (self.mounts.dataset_dir, self.mounts.model_dir) if p)]
+        for image in native.paths:
+            clash = next((m for m in mounted if _overlaps(image, m)), None)
+            if clash:
+                raise ValueError(f"`native.paths` maps {image}, which overlaps {clash}, a path "
+                                 "subrun maps itself (run directory or mounts)")
 
     def _check_template(self, key: str, template: list[str]) -> None:
         for element in template:
@@ -227,6 +277,10 @@ class Manifest(Strict):
 
     def verify_argv(self) -> list[str] | None:
         return self.render(self.verify) if self.verify else None
+
+    def native_setup_argvs(self) -> list[list[str]]:
+        """The native setup steps with their placeholders filled in (image paths)."""
+        return [self.render(t) for t in self.native.setup] if self.native else []
 
     def render(self, template: list[str], *, scenario: Scenario | None = None,
                mode: str | None = None) -> list[str]:

@@ -1,19 +1,26 @@
-"""One run's container on its target: prepare the run directory, start, reattach, collect.
+"""One run's attempt on its target: prepare the run directory, start, reattach, collect.
 
 Each attempt gets a fresh run directory on the target (`<work_dir>/runs/<run id>/`), so an
 audit.config left behind by a crashed compliance run can never reach a later run: only a
 compliance run's directory ever holds one. Collected files land locally before anything on the
 target is removed.
+
+Where the harness runs is a `Runner`: a labelled container on hosts with a Docker engine, or a
+detached process in the benchmark's native environment (`bench.native`) on hosts with
+`docker: {engine: false}`. The lifecycle here and in `bench.execute` is the same for both.
 """
 
 from __future__ import annotations
 
 import shlex
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from bench.manifest import Manifest
+from bench.native import NATIVE
 from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, RunRecord, RunSpec
 from lab.config import HostConfig
 from lab.docker import (
@@ -27,10 +34,12 @@ from lab.docker import (
     stop_container,
     wait_container,
 )
-from lab.host import Host
+from lab.host import Detached, Host
+from lab.native import map_paths
 
 LABEL_CAMPAIGN = "org.subrun.campaign"
 LABEL_SPEC = "org.subrun.spec"
+RunStatus = ContainerStatus  # how an attempt ended, in a container or as a native process
 
 
 @dataclass(frozen=True)
@@ -40,9 +49,90 @@ class RunTarget:
     host: Host
     config: HostConfig
     manifest: Manifest
-    image: str  # the reference containers start from
+    image: str  # the reference containers start from (a native environment's directory)
     image_id: str  # recorded in every run's spec
     campaign: str = "campaign"
+
+    @property
+    def runner(self) -> Runner:
+        """Containers, or native processes on a host with `docker: {engine: false}`."""
+        return CONTAINERS if self.config.docker.engine else NATIVE
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """A started attempt: its run id, and the container or native process running it."""
+
+    run_key: str  # run_id(record): the run directory's name, container label, process name
+    process: Container | Detached
+
+    @property
+    def name(self) -> str:
+        """The container's or the process's name on the host."""
+        return self.process.name
+
+
+class Runner(Protocol):
+    """Where an attempt's harness runs on its host."""
+
+    what: str  # how messages call it: "container", "native process"
+
+    def paths(self, target: RunTarget, run_dir: str) -> Mapping[str, str]:
+        """Image paths in the run's argv -> where they are for this runner (none: as they are)."""
+
+    def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
+              labels: Mapping[str, str]) -> Container | Detached:
+        """Start argv detached with run_dir as its working directory, findable by rid."""
+
+    def find(self, target: RunTarget, rid: str) -> Container | Detached | None:
+        """The container or process of rid, running or ended, or None."""
+
+    def wait(self, target: RunTarget, process: Container | Detached,
+             timeout_s: float) -> RunStatus:
+        """Wait for the end; past the deadline stop it and report it running."""
+
+    def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
+        """The last lines it wrote to stdout and stderr."""
+
+    def remove(self, target: RunTarget, process: Container | Detached) -> None:
+        """Remove what is left of it on the host (stopping it if it still runs)."""
+
+
+class ContainerRunner:
+    """Attempts in labelled containers of the benchmark's image, found again by label."""
+
+    what = "container"
+
+    def paths(self, target: RunTarget, run_dir: str) -> Mapping[str, str]:
+        return {}
+
+    def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
+              labels: Mapping[str, str]) -> Container:
+        return start_container(target.host, target.config.docker, ContainerSpec(
+            image=target.image, argv=tuple(argv), run_key=rid, run_dir=run_dir,
+            run_mount=RUN_MOUNT, labels=labels))
+
+    def find(self, target: RunTarget, rid: str) -> Container | None:
+        return find_container(target.host, target.config.docker, rid)
+
+    def wait(self, target: RunTarget, process: Container | Detached,
+             timeout_s: float) -> RunStatus:
+        assert isinstance(process, Container)
+        status = wait_container(target.host, target.config.docker, process, timeout_s=timeout_s)
+        if status.running:
+            stop_container(target.host, target.config.docker, process)
+        return status
+
+    def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
+        assert isinstance(process, Container)
+        return container_logs(target.host, target.config.docker, process, tail=lines)
+
+    def remove(self, target: RunTarget, process: Container | Detached) -> None:
+        assert isinstance(process, Container)
+        remove_container(target.host, target.config.docker, process)
+
+
+CONTAINERS = ContainerRunner()
 
 
 def run_id(record: RunRecord) -> str:
@@ -54,15 +144,18 @@ def remote_run_dir(target: RunTarget, rid: str) -> str:
     return str(PurePosixPath(target.config.work_dir) / "runs" / rid)
 
 
-def container_argv(manifest: Manifest, spec: RunSpec) -> list[str]:
-    """The command of the run's container; an accuracy run scores its log right after."""
-    run = manifest.run_argv(spec.scenario, spec.kind)
+def container_argv(manifest: Manifest, spec: RunSpec,
+                   paths: Mapping[str, str] | None = None) -> list[str]:
+    """The command of the run (image paths mapped by paths, when given); an accuracy run
+    scores its log right after."""
+    run = map_paths(manifest.run_argv(spec.scenario, spec.kind), paths or {})
     if spec.kind is not RunKind.ACCURACY:
         return run
-    return ["sh", "-c", f"{shlex.join(run)} && {shlex.join(manifest.score_argv())}"]
+    score = map_paths(manifest.score_argv(), paths or {})
+    return ["sh", "-c", f"{shlex.join(run)} && {shlex.join(score)}"]
 
 
-def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> Container:
+def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> RunHandle:
     """Write the run directory (user.conf, audit.config for compliance only) and start it."""
     spec = record.spec
     rid = run_id(record)
@@ -74,56 +167,54 @@ def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> Contai
             local = Path(tmp) / name
             local.write_text(text)
             target.host.put(local, f"{run_dir}/{name}")
-    spec_label = spec.label.replace("/", ".")
-    return start_container(target.host, target.config.docker, ContainerSpec(
-        image=target.image, argv=tuple(container_argv(target.manifest, spec)), run_key=rid,
-        run_dir=run_dir, run_mount=RUN_MOUNT,
-        labels={LABEL_CAMPAIGN: target.campaign, LABEL_SPEC: spec_label}))
+    runner = target.runner
+    argv = container_argv(target.manifest, spec, runner.paths(target, run_dir))
+    labels = {LABEL_CAMPAIGN: target.campaign, LABEL_SPEC: spec.label.replace("/", ".")}
+    return RunHandle(rid, runner.start(target, rid, run_dir, argv, labels))
 
 
-def find(target: RunTarget, record: RunRecord) -> Container | None:
-    """The container of an attempt, if the target still has it (reattachment)."""
-    return find_container(target.host, target.config.docker, run_id(record))
+def find(target: RunTarget, record: RunRecord) -> RunHandle | None:
+    """The container or process of an attempt, if the target still has it (reattachment)."""
+    rid = run_id(record)
+    process = target.runner.find(target, rid)
+    return RunHandle(rid, process) if process is not None else None
 
 
-def wait(target: RunTarget, container: Container, timeout_s: float) -> ContainerStatus:
-    """Wait for the container to end; past the deadline it is stopped and reported running."""
-    status = wait_container(target.host, target.config.docker, container, timeout_s=timeout_s)
-    if status.running:
-        stop_container(target.host, target.config.docker, container)
-    return status
+def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> RunStatus:
+    """Wait for the attempt to end; past the deadline it is stopped and reported running."""
+    return target.runner.wait(target, handle.process, timeout_s)
 
 
-def collect(target: RunTarget, container: Container, local_dir: Path) -> str:
-    """Copy the attempt's run directory to local_dir; return the container's output tail."""
-    run_dir = remote_run_dir(target, container.run_key)
+def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
+    """Copy the attempt's run directory to local_dir; return the harness's output tail."""
+    run_dir = remote_run_dir(target, handle.run_key)
     listing = target.host.run(["find", run_dir, "-type", "f"], timeout_s=120).stdout
     for remote in sorted(line for line in listing.splitlines() if line.strip()):
         relative = PurePosixPath(remote).relative_to(run_dir)
         target.host.get(remote, local_dir / relative)
-    return container_logs(target.host, target.config.docker, container, tail=40)
+    return target.runner.output_tail(target, handle.process, 40)
 
 
-def discard(target: RunTarget, container: Container) -> None:
-    """Remove the container and its run directory (only after collection)."""
-    remove_container(target.host, target.config.docker, container)
-    target.host.run(["rm", "-rf", remote_run_dir(target, container.run_key)], timeout_s=120)
+def discard(target: RunTarget, handle: RunHandle) -> None:
+    """Remove the container or process and the run directory (only after collection)."""
+    target.runner.remove(target, handle.process)
+    target.host.run(["rm", "-rf", remote_run_dir(target, handle.run_key)], timeout_s=120)
 
 
 def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: dict[str, str],
-                      out_dir: Path, timeout_s: float) -> ContainerStatus:
+                      out_dir: Path, timeout_s: float) -> RunStatus:
     """Run one phase of an attempt (e.g. a power run's ranging pass) and collect its LoadGen
-    logs flat into out_dir; the container and its directory are removed afterwards."""
+    logs flat into out_dir; the container or process and its directory are removed afterwards."""
     phased = record.model_copy(update={"key": f"{record.key}-{phase}"})
-    container = start(target, phased, files)
+    handle = start(target, phased, files)
     try:
-        status = wait(target, container, timeout_s)
+        status = wait(target, handle, timeout_s)
         with tempfile.TemporaryDirectory(prefix="subrun-phase-") as tmp:
-            collect(target, container, Path(tmp))
+            collect(target, handle, Path(tmp))
             out_dir.mkdir(parents=True, exist_ok=True)
             for log in (Path(tmp) / OUTPUT_DIR).glob("mlperf_log_*"):
                 if log.name != "mlperf_log_trace.json":
                     (out_dir / log.name).write_bytes(log.read_bytes())
     finally:
-        discard(target, container)
+        discard(target, handle)
     return status

@@ -3,7 +3,8 @@
 A probe (Python's standard library only) runs in a one-shot container of the image and prints
 one JSON line: the Python version, every installed distribution, the image's os-release and its
 *_VERSION environment (CUDA_VERSION, TRT_VERSION, ...), which vendor images set for system
-libraries pip does not know about. Hosts without Docker run the same probe natively.
+libraries pip does not know about. Hosts without Docker run the same probe natively, with the
+Python of the benchmark's native environment when one is given in place of an image.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lab.config import DockerSettings
 from lab.docker import run_oneshot
 from lab.errors import CommandFailed, ImageError
 from lab.host import CommandResult, Host
+from lab.native import env_python
 
 PROBE = r"""
 import json, os, platform
@@ -111,7 +113,8 @@ def collect(host: Host, settings: DockerSettings, image: str | None) -> Software
 def _run(host: Host, settings: DockerSettings, image: str | None) -> CommandResult:
     if settings.engine and image:
         return run_oneshot(host, settings, image, PROBE_ARGV, PROBE_TIMEOUT_S, check=False)
-    return run_probe(host, PROBE_ARGV, timeout_s=PROBE_TIMEOUT_S)
+    argv = (env_python(image), *PROBE_ARGV[1:]) if image else PROBE_ARGV  # image: a native env
+    return run_probe(host, argv, timeout_s=PROBE_TIMEOUT_S)
 
 
 def parse(text: str, source: str) -> SoftwareStack:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
+from bench.native import provision as provision_native
 from bench.plan import PlannedRun
 from bench.run import Mode, RunKind, RunRecord
 from bench.target import RunTarget
@@ -72,11 +73,15 @@ def controller_engine(ctx: CampaignContext) -> Engine:
 
 
 def provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult]:
-    """Make every benchmark image the host needs present on it (unchanged ones cost nothing)."""
+    """Make every benchmark image the host needs present on it (unchanged ones cost nothing);
+    a host without Docker gets each benchmark's native environment instead."""
     config = ctx.inventory.host(host)
+    benchmarks = next(h.benchmarks for h in ctx.campaign.hosts if h.host == host)
+    if not config.docker.engine:
+        return {b.benchmark: provision_native(ctx.host(host), config,
+                                              ctx.manifests[b.benchmark]) for b in benchmarks}
     engine = Engine(ctx.host(host), config.docker)
     controller = controller_engine(ctx) if config.docker.provision == "ship" else None
-    benchmarks = next(h.benchmarks for h in ctx.campaign.hosts if h.host == host)
     return {b.benchmark: provision(engine, ctx.manifests[b.benchmark].image_spec(),
                                    controller=controller) for b in benchmarks}
 

@@ -56,6 +56,12 @@ class DockerSettings(Strict):
     mounts: list[Mount] = Field(default_factory=list)
 
 
+class NativeSettings(Strict):
+    """How benchmarks run on a host without Docker (`docker: {engine: false}`)."""
+
+    python: str = "python3"  # the interpreter the benchmark's venv is made from
+
+
 class HostConfig(Strict):
     """One target machine (a SUT), reached locally or over SSH."""
 
@@ -71,6 +77,7 @@ class HostConfig(Strict):
     work_dir: str = "/var/tmp/subrun"
     labels: list[str] = Field(default_factory=list)
     docker: DockerSettings = Field(default_factory=DockerSettings)
+    native: NativeSettings = Field(default_factory=NativeSettings)
     system: dict[str, str | int] = Field(default_factory=dict)
 
     @field_validator("key", "known_hosts")
