@@ -8,7 +8,9 @@
 Hosts: `local` (this machine, engine `ctl`) and two SSH targets, `h2` on 127.0.0.2 and `h3` on
 127.0.0.3 (port 2222), each with its own dockerd, data root and work directory, so that what one
 host has (an image, a container) the other does not. `h3` is marked offline: images are shipped
-to it from the controller. The inventory for tests is written to .lab/hosts.yaml.
+to it from the controller. The inventory for tests is written to .lab/hosts.yaml. Debian's
+python3 and python3-venv are installed too: tests run benchmarks natively (no Docker) on a copy
+of h2 with `docker: {engine: false}`.
 
 Standard library only: it runs before the project's virtualenv exists.
 """
@@ -80,7 +82,8 @@ def require_root() -> None:
 
 
 def install_missing() -> None:
-    missing = sorted({pkg for tool, pkg in APT_NEEDS.items() if not which(tool)})
+    missing = sorted({pkg for tool, pkg in APT_NEEDS.items() if not which(tool)}
+                     | set(missing_python_venv()))
     if not missing:
         return
     print(f"testlab: installing {' '.join(missing)}", flush=True)
@@ -88,6 +91,16 @@ def install_missing() -> None:
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
                    stdout=subprocess.DEVNULL)
+
+
+def missing_python_venv() -> list[str]:
+    """Debian's python3 with venv support: native runs on Docker-less hosts make venvs with it."""
+    python = Path("/usr/bin/python3")
+    if not python.exists():
+        return ["python3", "python3-venv"]
+    found = subprocess.run([str(python), "-c", "import ensurepip, venv"], capture_output=True,
+                           check=False)
+    return [] if found.returncode == 0 else ["python3-venv"]
 
 
 def which(tool: str) -> str | None:
