@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.compliance import References  # noqa: E402  (after the path is set)
 from bench.rules import load_rules  # noqa: E402
+from bench.run import Mode  # noqa: E402
 from bench.store import RunStore  # noqa: E402
 from collectors.describe import describe  # noqa: E402
 from lab.config import load_inventory  # noqa: E402
@@ -48,14 +49,16 @@ def scenario_runs(store: RunStore, work: Path, scenario: str, minutes: float) ->
         settings["min_duration"] = int(minutes * 60000)
     sut = TinySut(sample_time_us=SLEEP_US[scenario])
     started, limit = time.time(), minutes * 60 * 2 + 120
+    mode = Mode.SUBMISSION if minutes >= 10 else Mode.SHORT
     perf = one_run(store, work, scenario, "performance", settings=settings, sut=sut,
-                   timeout_s=limit)
-    acc = one_run(store, work, scenario, "accuracy", settings=settings, timeout_s=limit)
+                   timeout_s=limit, mode=mode)
+    acc = one_run(store, work, scenario, "accuracy", settings=settings, timeout_s=limit,
+                  mode=mode)
     refs = References(performance_dir=perf.folder, accuracy_dir=acc.folder)
     for kind in ("TEST01", "TEST04"):
         for _ in range(2):
             run = one_run(store, work, scenario, kind, refs=refs, settings=settings, sut=sut,
-                          timeout_s=limit)
+                          timeout_s=limit, mode=mode)
             print(f"{scenario} {kind}: {'pass' if run.passed else run.record.verdict}",
                   flush=True)
             if run.passed:

@@ -46,9 +46,9 @@ _CACHE: dict[Path, RunStore] = {}
 
 
 def spec_for(scenario: str, kind: str, settings: Settings | None = None,
-             host: str = "local") -> RunSpec:
+             host: str = "local", mode: Mode = Mode.SHORT) -> RunSpec:
     return RunSpec(host=host, benchmark="tiny", model="resnet", scenario=Scenario(scenario),
-                   kind=RunKind(kind), mode=Mode.SHORT, round=ROUND,
+                   kind=RunKind(kind), mode=mode, round=ROUND,
                    settings=SETTINGS[scenario] if settings is None else settings,
                    image_digest=DIGEST, loadgen_version="6.0.17")
 
@@ -56,9 +56,10 @@ def spec_for(scenario: str, kind: str, settings: Settings | None = None,
 def one_run(store: RunStore, work: Path, scenario: str, kind: str, *,
             refs: References | None = None, settings: Settings | None = None,
             sut: TinySut | None = None, user_conf_loads: int = 1,
-            host: str = "local", timeout_s: float = 120.0) -> StoredRun:
+            host: str = "local", timeout_s: float = 120.0,
+            mode: Mode = Mode.SHORT) -> StoredRun:
     """One real LoadGen run: run, verify (TEST runs), judge, store. Returns the stored attempt."""
-    spec = spec_for(scenario, kind, settings, host)
+    spec = spec_for(scenario, kind, settings, host, mode)
     accuracy = kind == "accuracy"
     default_sut = (TinySut(total_samples=50000, sample_time_us=0) if accuracy
                    else TinySut(sample_time_us=SAMPLE_TIME_US[scenario]))
