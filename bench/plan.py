@@ -21,6 +21,9 @@ from bench.settings import PerfTargets, ShortMode, run_settings
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
 SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer samples
+# Compliance tests compare their performance with the performance run's within 10 %: runs of a
+# second are too noisy for that, so short mode gives compared runs a few seconds.
+SHORT_COMPARED_MIN_DURATION_MS = 3000
 FALLBACK_QPS = 100.0
 # LoadGen's own minimum query counts (mlperf.conf) where the round file gives none
 LOADGEN_MIN_QUERIES = {Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336,
@@ -115,28 +118,35 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
     for kind in kinds_for(campaign, manifest, rules):
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
                        scenario=scenario, kind=kind, mode=campaign.mode, round=campaign.round,
-                       settings=_power_settings(settings, scenario, campaign.mode)
-                       if kind is RunKind.POWER else settings)
+                       settings=_short_floor(settings, targets, scenario, kind, campaign.mode))
         labels[kind] = spec.label
         after: tuple[str, ...] = ()
         if kind.is_compliance:
             after = tuple(labels[k] for k in (RunKind.PERFORMANCE, RunKind.ACCURACY)
                           if k in labels)
+        run_s = _short_s(spec, targets) if campaign.mode is Mode.SHORT else perf_s
         estimate = {
             RunKind.ACCURACY: _accuracy_s(manifest, scenario, targets),
-            RunKind.POWER: 2 * max(perf_s, SHORT_POWER_MIN_DURATION_MS / 1000)
-            + POWER_OVERHEAD_S,
-        }.get(kind, perf_s)
+            RunKind.POWER: 2 * run_s + POWER_OVERHEAD_S,
+        }.get(kind, run_s)
         yield PlannedRun(spec, estimate + RUN_OVERHEAD_S, after, assumption)
 
 
-def _power_settings(settings: dict[str, Setting], scenario: Scenario,
-                    mode: Mode) -> dict[str, Setting]:
-    """Short mode still gives a power run a window of several analyzer samples."""
+def _short_floor(settings: dict[str, Setting], targets: PerfTargets, scenario: Scenario,
+                 kind: RunKind, mode: Mode) -> dict[str, Setting]:
+    """Short mode's minimum duration per kind: power windows need several analyzer samples
+    (always), compared runs a few seconds (unless the campaign chose its own duration)."""
     if mode is not Mode.SHORT:
         return settings
     key = f"*.{scenario.loadgen}.min_duration"
-    return {**settings, key: max(int(settings.get(key, 0)), SHORT_POWER_MIN_DURATION_MS)}
+    if kind is RunKind.POWER:
+        floor = SHORT_POWER_MIN_DURATION_MS
+    elif (kind is RunKind.PERFORMANCE or kind.is_compliance) and \
+            "min_duration" not in targets.extra:
+        floor = SHORT_COMPARED_MIN_DURATION_MS
+    else:
+        return settings
+    return {**settings, key: max(int(settings.get(key, 0)), floor)}
 
 
 def targets_for(bench: BenchmarkPlan, manifest: Manifest, scenario: Scenario) -> PerfTargets:
@@ -165,7 +175,7 @@ def _rate(scenario: Scenario, targets: PerfTargets) -> tuple[float, str]:
 def _performance_s(mode: Mode, scenario: Scenario, targets: PerfTargets, rules: RoundRules,
                    manifest: Manifest) -> tuple[float, str]:
     rate, assumption = _rate(scenario, targets)
-    if mode is Mode.SHORT:  # the campaign's own min_duration / min_query_count win
+    if mode is Mode.SHORT:
         short = ShortMode()
         duration_ms = targets.extra.get("min_duration", short.min_duration_ms)
         queries = targets.extra.get("min_query_count", short.min_query_count.get(scenario, 1))
@@ -175,6 +185,15 @@ def _performance_s(mode: Mode, scenario: Scenario, targets: PerfTargets, rules: 
         spq = rules.model(manifest.official_model).offline_min_samples_per_query or 1
         return max(rules.min_duration_ms / 1000, spq / rate), assumption
     return max(rules.min_duration_ms / 1000, queries / rate), assumption
+
+
+def _short_s(spec: RunSpec, targets: PerfTargets) -> float:
+    """A short-mode run's length from its own settings (the campaign's or short mode's)."""
+    sc = spec.scenario.loadgen
+    rate, _ = _rate(spec.scenario, targets)
+    duration_ms = float(spec.settings.get(f"*.{sc}.min_duration", 0))
+    queries = float(spec.settings.get(f"*.{sc}.min_query_count", 1))
+    return max(duration_ms / 1000, queries / rate)
 
 
 def _accuracy_s(manifest: Manifest, scenario: Scenario, targets: PerfTargets) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.campaign import Campaign, load_campaign
+from bench.campaign import Campaign, HostPlan, load_campaign
 from bench.manifest import load_manifest
 from bench.plan import make_plan
 from bench.rules import load_rules
@@ -35,7 +35,14 @@ def test_short_mode_lowers_durations_submission_mode_keeps_official_ones() -> No
     minimum = {r.spec.kind: r.spec.settings.get(f"*.{r.spec.scenario.loadgen}.min_duration")
                for r in short.runs}
     assert minimum.pop(RunKind.POWER) == 5000  # a power window needs several samples
-    assert set(minimum.values()) == {1000}
+    assert minimum.pop(RunKind.ACCURACY) == 1000
+    assert set(minimum.values()) == {3000}  # runs compared within 10 % by the tests
+    own = demo_plan(hosts=[HostPlan.model_validate({"host": "local", "benchmarks": [{
+        "benchmark": "digits", "scenarios": ["Offline"],
+        "settings": {"Offline": {"min_duration": 1500}}}]})])
+    assert {r.spec.kind: r.spec.settings["*.Offline.min_duration"] for r in own.runs} == {
+        RunKind.PERFORMANCE: 1500, RunKind.ACCURACY: 1500, RunKind.TEST01: 1500,
+        RunKind.TEST04: 1500, RunKind.POWER: 5000}
     official = demo_plan(mode=Mode.SUBMISSION, power=False)
     assert all(not any("min_duration" in k for k in r.spec.settings) for r in official.runs)
     perf = [r for r in official.runs if r.spec.kind is RunKind.PERFORMANCE]
