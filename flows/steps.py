@@ -167,8 +167,9 @@ def official_check(ctx: CampaignContext) -> CheckerOutcome | None:
                        ctx.rules.checker_version, work_dir=_campaign_dir(ctx) / "checker")
 
 
-def package(ctx: CampaignContext) -> Tarball:
-    return pack(ctx.campaign.tree_dir, _campaign_dir(ctx) / "submission.tar.gz")
+def package(ctx: CampaignContext) -> Tarball | None:
+    return pack(ctx.campaign.tree_dir, _campaign_dir(ctx) / "submission.tar.gz") \
+        if ctx.campaign.tree_dir.is_dir() else None  # no result made it into a tree
 
 
 def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
