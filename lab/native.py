@@ -185,7 +185,8 @@ def _make(host: Host, spec: NativeSpec, interpreter: Interpreter, environment: s
         _step(host, spec, f"its setup step `{' '.join(argv)}`",
               in_env(environment, map_paths(argv, mapping)), options, cwd=environment)
     host.run(["rm", "-rf", f"{environment}/{WHEELS}"], timeout_s=120)  # installed: not needed
-    host.run(["sh", "-c", 'echo "$1" > "$0/.complete"', environment, spec.name], timeout_s=30)
+    host.run(["sh", "-c", 'echo "$1" > "$0"', f"{environment}/{MARKER}", spec.name],
+             timeout_s=30)  # last: only a whole environment is ever marked complete
     return len(archive)
 
 
