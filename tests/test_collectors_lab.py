@@ -50,7 +50,7 @@ def test_complete_system_json_over_ssh(lab_inventory: Inventory, name: str) -> N
     assert str(system["other_software_stack"]).startswith("Python 3.11.2")
     assert "Docker " in str(system["other_software_stack"])
     assert sources["host_processor_model_name"].source == "detected"
-    assert system["system_type"] == "datacenter"  # from the host's labels
+    assert system["system_type"] == "edge"  # from the host's labels in the lab inventory
     assert preflight([description], Mode.SUBMISSION) == []
 
 
