@@ -54,8 +54,14 @@ def test_complete_system_json_over_ssh(lab_inventory: Inventory, name: str) -> N
     assert preflight([description], Mode.SUBMISSION) == []
 
 
+def without_human_fields(inventory: Inventory) -> Inventory:
+    """The lab inventory with nothing a person writes: every such field is a gap."""
+    hosts = [h.model_copy(update={"system": {}}) for h in inventory.hosts]
+    return inventory.model_copy(update={"system_defaults": {}, "hosts": hosts})
+
+
 def test_lab_gaps_are_explained_and_block_a_submission(lab_inventory: Inventory) -> None:
-    description = describe(lab_inventory, "h2", images=[IMAGE])
+    description = describe(without_human_fields(lab_inventory), "h2", images=[IMAGE])
     problems = {p.field: p for p in preflight([description], Mode.SHORT)}
     assert set(problems) == {"division", "submitter", "status", "system_name",
                              "host_memory_configuration", "cooling"}
