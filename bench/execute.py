@@ -65,11 +65,18 @@ def _passed(record: RunRecord) -> bool:
     return record.state == "finished" and record.verdict is not None and record.verdict.passed
 
 
+MAX_LOST_ATTEMPTS = 3  # attempts that never ran (killed before start) beyond max_reruns
+
+
 def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> bool:
-    if len(store.attempts(record.key)) > options.max_reruns:
-        return False
+    """Lost attempts (never ran, or never collected) are run again, a few times at most;
+    attempts that ran count against the campaign's re-run bound."""
+    attempts = store.attempts(record.key)
+    lost = sum(a.state == "lost" for a in attempts)
     if record.state == "lost":
-        return True
+        return lost <= MAX_LOST_ATTEMPTS
+    if len(attempts) - lost > options.max_reruns:
+        return False
     return record.verdict is not None and record.verdict.retry_settings is not None
 
 
@@ -106,6 +113,8 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
 
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
+    if record.files:  # collected before the controller stopped: judge what is stored
+        return _judge(record, store, rules, references)
     handle = remote.find(target, record)
     if handle is None:
         return store.update(record.key, record.attempt, state="lost",
@@ -121,31 +130,54 @@ def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: Roun
 def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
             rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
             timeout_s: float) -> RunRecord:
+    """Wait, collect into the store (with the exit status), only then clean the target, judge."""
     key, attempt, spec = record.key, record.attempt, record.spec
     status = remote.wait(target, handle, timeout_s)
     with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
         tail = remote.collect(target, handle, Path(tmp)) or _loadgen_tail(Path(tmp))
-        if not store.record(key, attempt).files:
-            store.add_files(key, attempt, Path(tmp))
-    remote.discard(target, handle)
-    for line in tail.splitlines():
-        log.info("%s | %s", spec.label, line)
-    done = datetime.now(UTC)
+        store.add_files(key, attempt, Path(tmp))
+    error = ""
     if status.running or status.exit_status != 0:
         why = (f"did not finish within {timeout_s:.0f} s and was stopped" if status.running
                else f"exited with status {status.exit_status}"
                + (" (killed: out of memory)" if status.oom_killed else "")
                + (f": {status.error}" if status.error else ""))
-        return store.update(key, attempt, state="failed", finished_at=done, log_tail=tail,
-                            exit_status=status.exit_status,
-                            error=f"The {target.runner.what} of {spec.label} on host "
-                                  f"'{target.config.name}' {why}. Its output tail is kept in the "
-                                  "run record.")
-    compliance = _verify(spec, store, key, attempt, references) if spec.kind.is_compliance \
-        else None
+        error = (f"The {target.runner.what} of {spec.label} on host '{target.config.name}' "
+                 f"{why}. Its output tail is kept in the run record.")
+    record = store.update(key, attempt, log_tail=tail, error=error,
+                          exit_status=-1 if status.running else status.exit_status)
+    remote.discard(target, handle)
+    for line in tail.splitlines():
+        log.info("%s | %s", spec.label, line)
+    return _judge(record, store, rules, references)
+
+
+def _judge(record: RunRecord, store: RunStore, rules: RoundRules,
+           references: Mapping[RunKind, RunRecord] | None) -> RunRecord:
+    """The final record of a collected attempt: failed with its error, or judged."""
+    key, attempt, spec = record.key, record.attempt, record.spec
+    done = datetime.now(UTC)
+    if record.error or record.exit_status not in (0, None):
+        return store.update(key, attempt, state="failed", finished_at=done)
+    compliance = None
+    if spec.kind.is_compliance:
+        compliance = _stored_verification(store, record) or _verify(spec, store, key, attempt,
+                                                                    references)
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
-    return store.update(key, attempt, state="finished", finished_at=done, log_tail=tail,
-                        exit_status=0, verdict=verdict)
+    return store.update(key, attempt, state="finished", finished_at=done, exit_status=0,
+                        verdict=verdict)
+
+
+def _stored_verification(store: RunStore, record: RunRecord) -> ComplianceResult | None:
+    """The verification an earlier controller already wrote into the attempt, if any."""
+    folder = store.path(record.key, record.attempt)
+    texts = {n: (folder / n).read_text() for n in record.files if n.startswith("verify_")}
+    if not texts:
+        return None
+    failing = {n: t for n, t in texts.items() if "TEST PASS" not in t}
+    reason = "; ".join(f"{n}: {(t.strip().splitlines() or [''])[-1]}"
+                       for n, t in failing.items())
+    return ComplianceResult(test=record.spec.kind, passed=not failing, reason=reason)
 
 
 def _loadgen_tail(collected: Path, lines: int = 20) -> str:

@@ -73,9 +73,11 @@ class RunStore:
         files = dict(record.files)
         for item in sorted(p for p in source.rglob("*") if p.is_file()):
             name = item.relative_to(source).as_posix()
-            if name == RUN_JSON or name in files or (target / name).exists():
+            if name == RUN_JSON or name in files:
                 raise RunError(f"{target}: '{name}' is already stored for this attempt; files "
                                "of an attempt are never overwritten. Start a new attempt.")
+            # a file on disk but not in the record is the leftover of an interrupted copy
+            (target / name).unlink(missing_ok=True)
             files[name] = _copy_with_sha256(item, target / name)
         return self._save(record.model_copy(update={"files": files}))
 

@@ -204,3 +204,21 @@ def test_invalid_offline_run_is_rerun_with_the_proposed_qps(h2_target: RunTarget
     assert "INVALID" in first.verdict.reason and first.verdict.retry_settings
     assert len(attempts) == 2 and record.attempt == 2 and record.key == run.spec.key
     assert record.spec.settings["*.Offline.target_qps"] > 50
+
+
+def test_collected_but_unjudged_attempt_is_judged_not_rerun(h2_target: RunTarget,
+                                                            tmp_path: Path) -> None:
+    """The controller died after collecting and removing the container, before the verdict."""
+    store = RunStore(tmp_path / "store")
+    run = planned(h2_target, Scenario.OFFLINE, RunKind.PERFORMANCE)
+    record = store.start_attempt(run.spec)
+    handle = remote.start(h2_target, record, run_files(run.spec, RULES))
+    assert not remote.wait(h2_target, handle, 120).running
+    collected = tmp_path / "collected"
+    remote.collect(h2_target, handle, collected)
+    store.add_files(record.key, record.attempt, collected)
+    remote.discard(h2_target, handle)
+    final = execute(h2_target, run, store, RULES)
+    assert final.attempt == 1 and final.state == "finished"
+    assert final.verdict is not None and final.verdict.passed
+    assert len(store.attempts(run.spec.key)) == 1
