@@ -147,7 +147,7 @@ def test_run_container_lifecycle(target: tuple[Host, HostConfig], tmp_path: Path
         again = open_host(config)
         found = find_container(again, config.docker, key)
         assert found is not None and found.id == container.id
-        status = wait_container(again, config.docker, found, timeout_s=60, poll_s=0.3)
+        status = wait_container(again, config.docker, found, timeout_s=60)
         assert not status.running and status.exit_status == 4
         assert status.image_id == Engine(again, config.docker).image_id(BASE)
         logs = container_logs(again, config.docker, found)
@@ -169,7 +169,7 @@ def test_wait_returns_running_at_deadline(target: tuple[Host, HostConfig]) -> No
                          run_dir=f"{host.work_dir}/runs/{key}", run_mount="/subrun/run")
     container = start_container(host, config.docker, spec)
     try:
-        assert wait_container(host, config.docker, container, timeout_s=1, poll_s=0.2).running
+        assert wait_container(host, config.docker, container, timeout_s=1).running
     finally:
         remove_container(host, config.docker, container)
     assert find_container(host, config.docker, key) is None
