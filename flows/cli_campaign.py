@@ -89,8 +89,11 @@ def run_command(campaign: CampaignArg = None,
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
     for failure in summary["failed"]:
         out.print(f"[red]failed:[/] {failure}", highlight=False)
-    out.print(f"Submission tree: {summary['tree']}\nReport: {summary['report']}\n"
-              f"Prechecks: {summary['precheck']}\nTarball: {summary['tarball']}")
+    if summary["tarball"]:
+        out.print(f"Submission tree: {summary['tree']}\nTarball: {summary['tarball']}")
+    else:
+        out.print("No result passed every run it needs, so no submission tree was assembled.")
+    out.print(f"Report: {summary['report']}\nPrechecks: {summary['precheck']}")
     if summary["failed"] or summary["not_run"]:
         raise typer.Exit(1)
 

@@ -1,5 +1,5 @@
 """Compliance verification of real LoadGen TEST01, TEST04 and TEST05 runs, the files it writes for
-the checker, and (given a mlcommons/inference checkout in SUBRUN_INFERENCE_DIR) the official
+the checker, and (given a mlcommons/inference checkout in SUBRUN_INFERENCE_REPO) the official
 scripts' agreement with it."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SETTINGS = run_settings(Scenario.OFFLINE, Mode.SHORT, PerfTargets(target_qps=600
                         ShortMode(min_duration_ms=500))
 SUT = TinySut(sample_time_us=250)  # about 4000 samples/s: Offline runs last about 0.8 s
 NOISY = TinySut(sample_time_us=250, deterministic=False)
-INFERENCE = os.environ.get("SUBRUN_INFERENCE_DIR")
+INFERENCE = os.environ.get("SUBRUN_INFERENCE_REPO")
 
 
 def spec_for(kind: RunKind) -> RunSpec:
@@ -146,7 +146,7 @@ def test_nondeterministic_sut_passes_through_the_fallback(tmp_path: Path) -> Non
     assert not bad.passed and "acc baseline 100 vs compliance" in bad.reason
 
 
-@pytest.mark.skipif(not INFERENCE, reason="set SUBRUN_INFERENCE_DIR to a mlcommons/inference "
+@pytest.mark.skipif(not INFERENCE, reason="set SUBRUN_INFERENCE_REPO to a mlcommons/inference "
                                           "checkout to compare with the official scripts")
 @pytest.mark.parametrize("kind", [RunKind.TEST01, RunKind.TEST04])
 def test_official_scripts_agree(kind: RunKind, runs: dict[str, Path], refs: References,
