@@ -18,6 +18,7 @@ def configure_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # subrun's own loggers (image builds, runs on targets) go to the Prefect run logs too
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "subrun")
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")
     os.environ.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", "2")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")

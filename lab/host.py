@@ -155,6 +155,14 @@ class Host(ABC):
         """Create a directory and its parents on the host."""
         self.run(["mkdir", "-p", path], timeout_s=30)
 
+    def free_bytes(self, path: str) -> int | None:
+        """Free space of the filesystem holding path, or None when `df` cannot tell."""
+        result = self.run(["df", "-Pk", path], check=False, timeout_s=30)
+        lines = result.stdout.strip().splitlines()
+        if not result.ok or len(lines) < 2:
+            return None
+        return int(lines[-1].split()[3]) * 1024
+
     def detached_dir(self, name: str) -> str:
         return str(PurePosixPath(self.work_dir) / "detached" / name)
 

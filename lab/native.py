@@ -240,12 +240,10 @@ def _add(tar: tarfile.TarFile, name: str, path: Path) -> None:
 def _ensure_space(host: Host, spec: NativeSpec, *, needed_bytes: int,
                   options: ProvisionOptions) -> None:
     host.makedirs(host.work_dir)
-    df = host.run(["df", "-Pk", host.work_dir], check=False, timeout_s=30)
-    lines = df.stdout.strip().splitlines()
-    if not df.ok or len(lines) < 2:
+    free = host.free_bytes(host.work_dir)
+    if free is None:
         log.warning("[%s] cannot read free space of %s; not checked", host.name, host.work_dir)
         return
-    free = int(lines[-1].split()[3]) * 1024
     needed = needed_bytes + options.reserve_mb * 1024 * 1024
     if free < needed:
         raise ImageError(

@@ -74,11 +74,8 @@ def docker_version(config: HostConfig, host: Host) -> str:
 
 def free_space_gb(host: Host, path: str) -> float | None:
     """Free space of the filesystem holding path, in GB (10^9 bytes)."""
-    result = host.run(["df", "-Pk", path], check=False, timeout_s=30)
-    lines = result.stdout.strip().splitlines()
-    if not result.ok or len(lines) < 2:
-        return None
-    return int(lines[-1].split()[3]) * 1024 / 1e9
+    free = host.free_bytes(path)
+    return None if free is None else free / 1e9
 
 
 def clock_offset_s(host: Host) -> float | None:

@@ -222,13 +222,11 @@ def ensure_disk_space(engine: Engine, ref: str, *, needed_bytes: int,
                       options: ProvisionOptions) -> None:
     """Refuse early, naming host and image, when the engine's disk cannot take the image."""
     root = engine.docker(["info", "--format", "{{.DockerRootDir}}"], what="docker info")
-    df = engine.host.run(["df", "-Pk", root.stdout.strip()], check=False, timeout_s=30)
-    lines = df.stdout.strip().splitlines()
-    if not df.ok or len(lines) < 2:
+    free = engine.host.free_bytes(root.stdout.strip())
+    if free is None:
         log.warning("[%s] cannot read free space of %s; not checked", engine.host.name,
                     root.stdout.strip())
         return
-    free = int(lines[-1].split()[3]) * 1024
     needed = needed_bytes + options.reserve_mb * 1024 * 1024
     if free < needed:
         raise ImageError(
