@@ -103,8 +103,11 @@ class _Workers:
             thread.start()
 
     def issue(self, samples: list[lg.QuerySample]) -> None:
-        for start in range(0, len(samples), self.max_batch):
-            self.work.put(samples[start:start + self.max_batch])
+        # a small query (a MultiStream one) is shared by all workers, a large one is cut into
+        # max_batch pieces: latency and throughput both use every core
+        size = min(self.max_batch, max(1, -(-len(samples) // len(self.threads))))
+        for start in range(0, len(samples), size):
+            self.work.put(samples[start:start + size])
 
     def stop(self) -> None:
         for _ in self.threads:

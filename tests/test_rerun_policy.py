@@ -1,0 +1,51 @@
+"""Which finished attempts are run again: INVALID runs with proposed settings, lost attempts,
+and compliance tests whose only failure is the performance comparison; never a wrong answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bench.execute import ExecuteOptions, _may_rerun
+from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Verdict
+from bench.store import RunStore
+
+SPEC = RunSpec(host="h", benchmark="digits", model="resnet", scenario=Scenario.OFFLINE,
+               kind=RunKind.TEST01, mode=Mode.SHORT, round="v6.1")
+
+
+def attempt(store: RunStore, state: str, verdict: Verdict | None = None):  # type: ignore[no-untyped-def]
+    record = store.start_attempt(SPEC)
+    return store.update(record.key, record.attempt, state=state, verdict=verdict,
+                        finished_at=datetime.now(UTC))
+
+
+def failed(detail: str, name: str = "compliance") -> Verdict:
+    return Verdict(passed=False, checks=[Check(name="valid", ok=True),
+                                         Check(name=name, ok=False, detail=detail)])
+
+
+@pytest.mark.parametrize(("verdict", "rerun"), [
+    (failed("performance: TEST FAIL: Test score invalid (outside +-10%)"), True),
+    (failed("accuracy: responses differ from the accuracy run's"), False),
+    (failed("performance: TEST FAIL; accuracy (non-deterministic check): 70.0 < 76.3"), False),
+    (failed("LoadGen judged the run INVALID", name="valid"), False),
+    (Verdict(passed=False, retry_settings={"*.Offline.target_qps": 900}), True),
+])
+def test_what_is_run_again(verdict: Verdict, rerun: bool, tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    record = attempt(store, "finished", verdict)
+    assert _may_rerun(store, record, ExecuteOptions(max_reruns=1)) is rerun
+    second = attempt(store, "finished", verdict)
+    assert not _may_rerun(store, second, ExecuteOptions(max_reruns=1))  # the bound holds
+
+
+def test_lost_attempts_do_not_use_up_reruns_but_are_bounded(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    options = ExecuteOptions(max_reruns=0)
+    assert _may_rerun(store, attempt(store, "lost"), options)
+    attempt(store, "lost")
+    attempt(store, "lost")
+    assert not _may_rerun(store, attempt(store, "lost"), options)
