@@ -12,7 +12,9 @@ detached process in the benchmark's native environment (`bench.native`) on hosts
 
 from __future__ import annotations
 
+import io
 import shlex
+import tarfile
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -160,17 +162,25 @@ def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> RunHan
     spec = record.spec
     rid = run_id(record)
     run_dir = remote_run_dir(target, rid)
-    target.host.run(["rm", "-rf", run_dir], timeout_s=60)
-    target.host.makedirs(f"{run_dir}/{OUTPUT_DIR}")
-    with tempfile.TemporaryDirectory(prefix="subrun-run-") as tmp:
-        for name, text in files.items():
-            local = Path(tmp) / name
-            local.write_text(text)
-            target.host.put(local, f"{run_dir}/{name}")
+    # one round trip: a fresh directory, its output folder, and the run's files from a tar
+    target.host.run(["sh", "-c", 'rm -rf "$1" && mkdir -p "$1/$2" && tar -x -C "$1"', "sh",
+                     run_dir, OUTPUT_DIR], stdin=_tar(files), timeout_s=60)
     runner = target.runner
     argv = container_argv(target.manifest, spec, runner.paths(target, run_dir))
     labels = {LABEL_CAMPAIGN: target.campaign, LABEL_SPEC: spec.label.replace("/", ".")}
     return RunHandle(rid, runner.start(target, rid, run_dir, argv, labels))
+
+
+def _tar(files: Mapping[str, str]) -> bytes:
+    """An uncompressed tar holding files (name -> text), for writing them in one go."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def find(target: RunTarget, record: RunRecord) -> RunHandle | None:

@@ -15,6 +15,7 @@ import json
 import math
 import re
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -80,10 +81,13 @@ class Engine:
             )
 
     def user(self) -> str:
-        """uid:gid of the login user, so files a container writes to the run dir stay theirs."""
+        """uid:gid of the login user, so files a container writes to the run dir stay theirs
+        (asked once per connection)."""
+        if self._user is None:
+            self._user = _USERS.get(self.host)
         if self._user is None:
             out = self.host.run(["sh", "-c", "echo $(id -u):$(id -g)"], timeout_s=30).stdout
-            self._user = out.strip()
+            self._user = _USERS[self.host] = out.strip()
         return self._user
 
     def architecture(self) -> str:
@@ -100,6 +104,9 @@ class Engine:
         if not result.ok:
             return None
         return result.stdout.strip() or None
+
+
+_USERS: weakref.WeakKeyDictionary[Host, str] = weakref.WeakKeyDictionary()
 
 
 def engine_fault(result: CommandResult) -> str | None:
