@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,18 +24,12 @@ from power.director import OfficialPowerRequest, measure_official
 from power.official import run_power_check
 from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
+from tests.support.official_power import free_port, official_power_run
 from tests.support.power_workload import loadgen_workload
-from tests.support.sntp import SntpServer
 
 CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout "
                                     "of mlcommons/power-dev to run the official-path test")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -84,17 +77,8 @@ def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
     work = tmp_path / "work"
     sut = LocalHost("local", str(work))
     out = tmp_path / "results" / "performance"
-    with SntpServer() as ntp:
-        inventory = Inventory(
-            hosts=[HostConfig(name="local", transport="local", work_dir=str(work))],
-            analyzers=[AnalyzerConfig(name="sim-pd", port=free_port(), device_port="sim")],
-            director=DirectorConfig(host="local", port=free_port(), ntp_server=ntp.address,
-                                    power_dev=str(checkout), ptd=str(ptd_launcher),
-                                    python=sys.executable))
-        request = OfficialPowerRequest(analyzer="sim-pd", label="pdtest", out_dir=out,
-                                       client_checkout=checkout, lock_dir=tmp_path / "locks")
-        result = measure_official(request, loadgen_workload("Offline", 12000), sut=sut,
-                                  inventory=inventory)
+    result = official_power_run(checkout, ptd_launcher, work, out, analyzer="sim-pd",
+                                label="pdtest", lock_dir=tmp_path / "locks")
     server = sut.find_detached("power-server-sim-pd")
     assert server is not None and not sut.poll_detached(server).running  # stopped again
     assert sut.poll_detached(server).exit_status == 0  # gracefully

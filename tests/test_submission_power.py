@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,13 @@ import pytest
 from bench.rules import load_rules
 from bench.store import RunStore
 from bench.verdict import judge_dir
-from lab.config import AnalyzerConfig, DirectorConfig, HostConfig, Inventory
-from lab.local import LocalHost
-from power.director import OfficialPowerRequest, measure_official
 from submission.assemble import TreeRequest, assemble
 from submission.checker import inference_repo_from_env, run_checker
 from submission.inputs import StoredRun, SystemInput
 from submission.precheck import precheck
-from tests.support.power_workload import loadgen_workload
-from tests.support.sntp import SntpServer
+from tests.support.official_power import official_power_run
 from tests.support.submission_runs import real_runs, runs_of, spec_for, tiny_benchmark
-from tests.test_power_dev import free_port, ptd_launcher  # noqa: F401  (a fixture)
+from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 from tests.test_submission_precheck import SYSTEM
 
 CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
@@ -39,21 +34,10 @@ POWER_FILES = {"power": {"client.json", "client.log", "ptd_logs.txt", "server.js
                "run_1": {"mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt"}}
 
 
-def official_power_run(tmp_path: Path, launcher: Path, store: RunStore) -> StoredRun:
-    checkout = Path(str(CHECKOUT))
-    work = tmp_path / "work"
+def official_power_stored(tmp_path: Path, launcher: Path, store: RunStore) -> StoredRun:
     out = tmp_path / "power" / "performance"
-    with SntpServer() as ntp:
-        inventory = Inventory(
-            hosts=[HostConfig(name="local", transport="local", work_dir=str(work))],
-            analyzers=[AnalyzerConfig(name="sim-tree", port=free_port(), device_port="sim")],
-            director=DirectorConfig(host="local", port=free_port(), ntp_server=ntp.address,
-                                    power_dev=str(checkout), ptd=str(launcher),
-                                    python=sys.executable))
-        request = OfficialPowerRequest(analyzer="sim-tree", label="tree", out_dir=out,
-                                       client_checkout=checkout, lock_dir=tmp_path / "locks")
-        measure_official(request, loadgen_workload("Offline", 12000),
-                         sut=LocalHost("local", str(work)), inventory=inventory)
+    official_power_run(Path(str(CHECKOUT)), launcher, tmp_path / "work", out,
+                       analyzer="sim-tree", label="tree", lock_dir=tmp_path / "locks")
     spec = spec_for("Offline", "power", settings={"min_duration": 12000})
     verdict = judge_dir(spec, out / "run_1", RULES)
     record = store.add_attempt(spec, out, verdict=verdict, exit_status=0)
@@ -67,7 +51,7 @@ def test_official_power_output_enters_the_tree_byte_for_byte(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     store = real_runs(tmp_path_factory.getbasetemp() / "submission-runs")
     power_store = RunStore(tmp_path / "power-store")
-    power = official_power_run(tmp_path, ptd_launcher, power_store)
+    power = official_power_stored(tmp_path, ptd_launcher, power_store)
     assert power.passed, power.record.verdict
     root = tmp_path / "tree"
     request = TreeRequest(root=root, division="closed", submitter="ACME", round="v6.1",
