@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.assets import verify_assets
 from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
@@ -82,8 +83,13 @@ def provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult
                                               ctx.manifests[b.benchmark]) for b in benchmarks}
     engine = Engine(ctx.host(host), config.docker)
     controller = controller_engine(ctx) if config.docker.provision == "ship" else None
-    return {b.benchmark: provision(engine, ctx.manifests[b.benchmark].image_spec(),
-                                   controller=controller) for b in benchmarks}
+    images = {}
+    for b in benchmarks:
+        manifest = ctx.manifests[b.benchmark]
+        images[b.benchmark] = provision(engine, manifest.image_spec(), controller=controller)
+        # datasets and models against their published checksums, before any run relies on them
+        verify_assets(engine.host, config.docker, manifest, images[b.benchmark].image)
+    return images
 
 
 def bind_images(ctx: CampaignContext, images: Mapping[str, Mapping[str, ProvisionResult]],

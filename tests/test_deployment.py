@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,10 @@ from bench.campaign import load_campaign
 from bench.rules import load_rules
 from submission.precheck import precheck
 from tests.support.campaigns import write_campaign
+from tests.support.official_power import free_port
 
 pytestmark = pytest.mark.lab
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
