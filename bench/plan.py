@@ -16,7 +16,7 @@ from bench.campaign import BenchmarkPlan, Campaign
 from bench.manifest import Manifest
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
-from bench.settings import PerfTargets, ShortMode, run_settings
+from bench.settings import PerfTargets, run_settings
 
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
@@ -113,7 +113,7 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
                    scenario: Scenario, rules: RoundRules) -> Iterable[PlannedRun]:
     targets = targets_for(bench, manifest, scenario)
     settings = run_settings(scenario, campaign.mode, targets)
-    perf_s, assumption = _performance_s(campaign.mode, scenario, targets, rules, manifest)
+    _, assumption = _rate(scenario, targets)
     labels: dict[RunKind, str] = {}
     for kind in kinds_for(campaign, manifest, rules):
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
@@ -124,7 +124,8 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
         if kind.is_compliance:
             after = tuple(labels[k] for k in (RunKind.PERFORMANCE, RunKind.ACCURACY)
                           if k in labels)
-        run_s = _short_s(spec, targets) if campaign.mode is Mode.SHORT else perf_s
+        run_s = _short_s(spec, targets) if campaign.mode is Mode.SHORT \
+            else _official_s(scenario, targets, rules, manifest)
         estimate = {
             RunKind.ACCURACY: _accuracy_s(manifest, scenario, targets),
             RunKind.POWER: 2 * run_s + POWER_OVERHEAD_S,
@@ -172,19 +173,14 @@ def _rate(scenario: Scenario, targets: PerfTargets) -> tuple[float, str]:
     return FALLBACK_QPS, f"no expected QPS/latency given: assumed {FALLBACK_QPS:g} queries/s"
 
 
-def _performance_s(mode: Mode, scenario: Scenario, targets: PerfTargets, rules: RoundRules,
-                   manifest: Manifest) -> tuple[float, str]:
-    rate, assumption = _rate(scenario, targets)
-    if mode is Mode.SHORT:
-        short = ShortMode()
-        duration_ms = targets.extra.get("min_duration", short.min_duration_ms)
-        queries = targets.extra.get("min_query_count", short.min_query_count.get(scenario, 1))
-        return max(duration_ms / 1000, queries / rate), assumption
+def _official_s(scenario: Scenario, targets: PerfTargets, rules: RoundRules,
+                manifest: Manifest) -> float:
+    """A submission-mode run's length: the round's minimum duration and query counts."""
+    rate, _ = _rate(scenario, targets)
     queries = rules.min_query_count.get(scenario, LOADGEN_MIN_QUERIES[scenario])
     if scenario is Scenario.OFFLINE:
-        spq = rules.model(manifest.official_model).offline_min_samples_per_query or 1
-        return max(rules.min_duration_ms / 1000, spq / rate), assumption
-    return max(rules.min_duration_ms / 1000, queries / rate), assumption
+        queries = rules.model(manifest.official_model).offline_min_samples_per_query or 1
+    return max(rules.min_duration_ms / 1000, queries / rate)
 
 
 def _short_s(spec: RunSpec, targets: PerfTargets) -> float:
