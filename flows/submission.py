@@ -101,7 +101,6 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
-    last: list[PrefectFuture[steps.RunOutcome]] = []
     futures: list[PrefectFuture[steps.RunOutcome]] = []
     for host in hosts:
         previous: PrefectFuture[steps.RunOutcome] | None = None
@@ -109,8 +108,6 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
                                        wait_for=[previous] if previous else [])
             futures.append(previous)
-        if previous is not None:
-            last.append(previous)
     wait(futures)
     outcomes = [f.result() for f in futures if f.state.is_completed()]
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
