@@ -280,7 +280,8 @@ def metrics(ctx: Context) -> dict[str, float]:
              "result_completed_samples_per_sec": "completed_samples_per_second",
              "result_tokens_per_second": "tokens_per_second",
              "result_completed_tokens_per_second": "completed_tokens_per_second",
-             "result_99.00_percentile_latency_ns": "p99_latency_ns"}
+             "result_99.00_percentile_latency_ns": "p99_latency_ns",
+             "result_mean_latency_ns": "mean_latency_ns"}
     if latency_key:
         names[latency_key] = "early_stopping_latency_ns"
     found = {name: positive(ctx.log.get(key)) for key, name in names.items()}

@@ -2,18 +2,22 @@
 
 Per host the order is: for each benchmark and scenario, performance, accuracy, the round's
 compliance tests for the model (which compare against those two), then the power run. Estimates
-come from the minimum durations and query counts of the mode, the expected throughput or latency
-(campaign settings over the manifest's defaults) and the accuracy dataset size; they are refined
-from real run times once the campaign has run before (see `refine`).
+follow what LoadGen will really do: the minimum durations and query counts of the mode, the
+samples it issues for the targets it is given (campaign settings over the manifest's defaults;
+Offline issues 1.1 x target_qps x min_duration samples), and how fast the host really is, from
+the store's last performance run of that host and benchmark when there is one (`bench.measured`).
+Each run's note says what its estimate rests on.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bench.campaign import BenchmarkPlan, Campaign
 from bench.manifest import Manifest
+from bench.measured import Measured, MeasuredKey
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, run_settings
@@ -25,6 +29,7 @@ SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer 
 # second are too noisy for that, so short mode gives compared runs a few seconds.
 SHORT_COMPARED_MIN_DURATION_MS = 3000
 FALLBACK_QPS = 100.0
+OFFLINE_SAMPLE_MARGIN = 1.1  # LoadGen issues 1.1 x target_qps x min_duration Offline samples
 # LoadGen's own minimum query counts (mlperf.conf) where the round file gives none
 LOADGEN_MIN_QUERIES = {Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336,
                        Scenario.SERVER: 270336, Scenario.INTERACTIVE: 270336,
@@ -83,15 +88,17 @@ class Plan:
             for r in self.runs])
 
 
-def make_plan(campaign: Campaign, manifests: Mapping[str, Manifest], rules: RoundRules) -> Plan:
-    """Every run of the campaign, ordered per host, with estimates."""
+def make_plan(campaign: Campaign, manifests: Mapping[str, Manifest], rules: RoundRules,
+              measured: Mapping[MeasuredKey, Measured] | None = None) -> Plan:
+    """Every run of the campaign, ordered per host, with estimates (from the store's
+    measurements of each host where `measured` has them, else from the targets)."""
     plan = Plan(campaign)
     for host_plan in campaign.hosts:
         for bench in host_plan.benchmarks:
             manifest = manifests[bench.benchmark]
             for scenario in bench.scenarios or manifest.scenarios:
                 plan.runs.extend(_scenario_runs(campaign, host_plan.host, bench, manifest,
-                                                scenario, rules))
+                                                scenario, rules, measured or {}))
     return plan
 
 
@@ -110,10 +117,12 @@ def kinds_for(campaign: Campaign, manifest: Manifest, rules: RoundRules) -> list
 
 
 def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest: Manifest,
-                   scenario: Scenario, rules: RoundRules) -> Iterable[PlannedRun]:
+                   scenario: Scenario, rules: RoundRules,
+                   measured: Mapping[MeasuredKey, Measured]) -> Iterable[PlannedRun]:
     targets = targets_for(bench, manifest, scenario)
     settings = run_settings(scenario, campaign.mode, targets)
-    _, assumption = _rate(scenario, targets)
+    load = Load(scenario, targets, measured.get((host, manifest.name, scenario)),
+                measured.get((host, manifest.name, Scenario.OFFLINE)))
     labels: dict[RunKind, str] = {}
     for kind in kinds_for(campaign, manifest, rules):
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
@@ -124,13 +133,13 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
         if kind.is_compliance:
             after = tuple(labels[k] for k in (RunKind.PERFORMANCE, RunKind.ACCURACY)
                           if k in labels)
-        run_s = _short_s(spec, targets) if campaign.mode is Mode.SHORT \
-            else _official_s(scenario, targets, rules, manifest)
-        estimate = {
-            RunKind.ACCURACY: _accuracy_s(manifest, scenario, targets),
-            RunKind.POWER: 2 * run_s + POWER_OVERHEAD_S,
-        }.get(kind, run_s)
-        yield PlannedRun(spec, estimate + RUN_OVERHEAD_S, after, assumption)
+        if kind is RunKind.ACCURACY:
+            run_s, note = load.accuracy_s(manifest.dataset_size)
+        else:
+            run_s, note = load.run_s(*_minimums(spec, rules, manifest))
+        if kind is RunKind.POWER:
+            run_s = 2 * run_s + POWER_OVERHEAD_S  # ranging, then testing
+        yield PlannedRun(spec, run_s + RUN_OVERHEAD_S, after, note)
 
 
 def _short_floor(settings: dict[str, Setting], targets: PerfTargets, scenario: Scenario,
@@ -164,36 +173,91 @@ def targets_for(bench: BenchmarkPlan, manifest: Manifest, scenario: Scenario) ->
                        extra=extra)
 
 
-def _rate(scenario: Scenario, targets: PerfTargets) -> tuple[float, str]:
-    """Queries per second the estimate uses, and what it assumed."""
-    if scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM) and targets.target_latency_ms:
-        return 1000.0 / targets.target_latency_ms, ""
-    if targets.target_qps:
-        return targets.target_qps, ""
-    return FALLBACK_QPS, f"no expected QPS/latency given: assumed {FALLBACK_QPS:g} queries/s"
-
-
-def _official_s(scenario: Scenario, targets: PerfTargets, rules: RoundRules,
-                manifest: Manifest) -> float:
-    """A submission-mode run's length: the round's minimum duration and query counts."""
-    rate, _ = _rate(scenario, targets)
-    queries = rules.min_query_count.get(scenario, LOADGEN_MIN_QUERIES[scenario])
-    if scenario is Scenario.OFFLINE:
-        queries = rules.model(manifest.official_model).offline_min_samples_per_query or 1
-    return max(rules.min_duration_ms / 1000, queries / rate)
-
-
-def _short_s(spec: RunSpec, targets: PerfTargets) -> float:
-    """A short-mode run's length from its own settings (the campaign's or short mode's)."""
+def _minimums(spec: RunSpec, rules: RoundRules, manifest: Manifest) -> tuple[float, int]:
+    """The run's minimum duration (s) and query count (Offline: samples), as LoadGen reads them:
+    the run's own settings (short mode, the campaign) over the round's."""
     sc = spec.scenario.loadgen
-    rate, _ = _rate(spec.scenario, targets)
-    duration_ms = float(spec.settings.get(f"*.{sc}.min_duration", 0))
-    queries = float(spec.settings.get(f"*.{sc}.min_query_count", 1))
-    return max(duration_ms / 1000, queries / rate)
+    duration_ms = spec.settings.get(f"*.{sc}.min_duration", rules.min_duration_ms)
+    queries = spec.settings.get(f"*.{sc}.min_query_count")
+    if queries is None:
+        queries = rules.min_query_count.get(spec.scenario, LOADGEN_MIN_QUERIES[spec.scenario])
+        if spec.scenario is Scenario.OFFLINE:
+            queries = rules.model(manifest.official_model).offline_min_samples_per_query or 1
+    return float(duration_ms) / 1000, int(queries)
 
 
-def _accuracy_s(manifest: Manifest, scenario: Scenario, targets: PerfTargets) -> float:
-    rate, _ = _rate(scenario, targets)
-    if scenario is Scenario.MULTI_STREAM:
-        rate *= 8  # a MultiStream query carries 8 samples
-    return manifest.dataset_size / rate
+@dataclass(frozen=True)
+class Load:
+    """How LoadGen loads a scenario (the targets it is given) and how fast the host really is
+    (the store's last measurement, when there is one): together they give a run's length."""
+
+    scenario: Scenario
+    targets: PerfTargets
+    measured: Measured | None = None  # this scenario's last performance run
+    offline: Measured | None = None  # the host's Offline throughput, the ceiling of Server
+
+    def run_s(self, min_duration_s: float, min_queries: int) -> tuple[float, str]:
+        """Seconds one performance-mode run lasts, and what the figure rests on."""
+        if self.scenario is Scenario.OFFLINE:
+            return self._offline_s(min_duration_s, min_queries)
+        if self.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM):
+            return self._stream_s(min_duration_s, min_queries)
+        return self._server_s(min_duration_s, min_queries)
+
+    def accuracy_s(self, dataset_size: int) -> tuple[float, str]:
+        """Seconds an accuracy run lasts: every sample of the dataset once."""
+        per_query = 8 if self.scenario is Scenario.MULTI_STREAM else 1
+        measured = self.measured or self.offline
+        if measured and measured.samples_per_s:
+            return dataset_size / measured.samples_per_s, f"measured by {measured.source}"
+        if measured and measured.latency_s:
+            return dataset_size / per_query * measured.latency_s, \
+                f"measured by {measured.source}"
+        rate, note = self._target_rate()
+        return dataset_size / (rate * per_query), note
+
+    def _offline_s(self, min_duration_s: float, min_samples: int) -> tuple[float, str]:
+        target, note = self._target_rate()
+        samples = max(min_samples, math.ceil(OFFLINE_SAMPLE_MARGIN * target * min_duration_s))
+        measured = self.measured
+        if measured is None or not measured.samples_per_s:
+            return samples / target, note
+        rate = measured.samples_per_s
+        seconds = samples / rate
+        if rate < target:
+            return seconds, (f"Offline target_qps {target:g} is above the {rate:.0f} samples/s "
+                             f"measured by {measured.source}: LoadGen issues {samples} samples, "
+                             f"so the run lasts {seconds:.0f} s; set target_qps near "
+                             f"{rate:.0f} for a run of the minimum duration")
+        return seconds, f"measured by {measured.source}"
+
+    def _stream_s(self, min_duration_s: float, min_queries: int) -> tuple[float, str]:
+        target, note = self._target_rate()
+        queries = max(min_queries, math.ceil(target * min_duration_s))
+        measured = self.measured
+        if measured is None or not measured.latency_s:
+            return max(min_duration_s, queries / target), note
+        return max(min_duration_s, queries * measured.latency_s), \
+            f"measured by {measured.source}"
+
+    def _server_s(self, min_duration_s: float, min_queries: int) -> tuple[float, str]:
+        target, note = self._target_rate()
+        queries = max(min_queries, math.ceil(target * min_duration_s))
+        schedule_s = queries / target
+        offline = self.offline
+        if offline is not None and offline.samples_per_s and offline.samples_per_s < target:
+            seconds = queries / offline.samples_per_s
+            return seconds, (f"{self.scenario.value} target_qps {target:g} is above the "
+                             f"{offline.samples_per_s:.0f} samples/s the host reached Offline "
+                             f"({offline.source}): the queue grows, the run lasts about "
+                             f"{seconds:.0f} s and will be INVALID")
+        return schedule_s, note
+
+    def _target_rate(self) -> tuple[float, str]:
+        """Queries per second LoadGen is told to expect, and what had to be assumed."""
+        if self.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM) \
+                and self.targets.target_latency_ms:
+            return 1000.0 / self.targets.target_latency_ms, ""
+        if self.targets.target_qps:
+            return self.targets.target_qps, ""
+        return FALLBACK_QPS, f"no expected QPS/latency given: assumed {FALLBACK_QPS:g} queries/s"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.campaign import Campaign, load_campaign
 from bench.manifest import Manifest, load_manifest
+from bench.measured import measured_in
 from bench.plan import Plan, make_plan
 from bench.rules import RoundRules, load_rules
 from bench.store import RunStore
@@ -71,6 +72,6 @@ def load_context(campaign: Campaign) -> CampaignContext:
     rules = load_rules(campaign.round)
     names = {b.benchmark for h in campaign.hosts for b in h.benchmarks}
     manifests = {name: load_manifest(name) for name in sorted(names)}
-    plan = make_plan(campaign, manifests, rules)
-    return CampaignContext(campaign, inventory, rules, manifests, plan,
-                           RunStore(campaign.store_dir))
+    store = RunStore(campaign.store_dir)
+    plan = make_plan(campaign, manifests, rules, measured_in(store))
+    return CampaignContext(campaign, inventory, rules, manifests, plan, store)

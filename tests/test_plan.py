@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.campaign import Campaign, HostPlan, load_campaign
 from bench.manifest import load_manifest
-from bench.plan import make_plan
+from bench.measured import measured_in
+from bench.plan import RUN_OVERHEAD_S, make_plan
 from bench.rules import load_rules
-from bench.run import Mode, RunKind, Scenario
+from bench.run import Mode, RunKind, Scenario, Verdict
+from bench.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,3 +88,57 @@ def test_a_campaigns_own_short_min_duration_sets_settings_and_estimate() -> None
     (run,) = plan.runs
     assert run.spec.settings["*.Offline.min_duration"] == 20000
     assert run.estimate_s >= 20
+
+
+def _store_with_offline_run(root: Path, samples_per_s: float) -> RunStore:
+    """A store holding one finished Offline performance run of host a that measured a rate."""
+    store = RunStore(root)
+    plan = demo_plan(hosts=[HostPlan.model_validate({"host": "a", "benchmarks": [
+        {"benchmark": "digits", "scenarios": ["Offline"]}]})])
+    spec = plan.runs[0].spec.model_copy(update={"image_digest": "sha256:0123456789abcdef"})
+    record = store.start_attempt(spec)
+    store.update(record.key, record.attempt, state="finished", verdict=Verdict(
+        passed=True, metrics={"samples_per_second": samples_per_s}))
+    return store
+
+
+def test_an_offline_target_above_the_measured_rate_lengthens_the_estimate(tmp_path: Path) -> None:
+    """LoadGen issues 1.1 x target_qps x min_duration samples whatever the host reaches."""
+    store = _store_with_offline_run(tmp_path / "store", samples_per_s=6000)
+    campaign = Campaign.model_validate({"mode": "submission", "power": False,
+                                        "accuracy": False, "compliance": False,
+                                        "hosts": [{"host": "a", "benchmarks": [
+                                            {"benchmark": "digits", "scenarios": ["Offline"]}]}]})
+    manifests = {"digits": load_manifest("digits")}
+    rules = load_rules(campaign.round)
+    (unmeasured,) = make_plan(campaign, manifests, rules).runs
+    (run,) = make_plan(campaign, manifests, rules, measured_in(store)).runs
+    samples = 1.1 * 12000 * rules.min_duration_ms / 1000  # the manifest's target_qps: 12000
+    assert unmeasured.estimate_s == pytest.approx(samples / 12000 + RUN_OVERHEAD_S)
+    assert run.estimate_s == pytest.approx(samples / 6000 + RUN_OVERHEAD_S)
+    assert "above the 6000 samples/s measured by a/digits/Offline/performance" in run.assumption
+    assert "image 0123456789ab" in run.assumption
+
+
+def test_a_measured_rate_above_the_target_shortens_accuracy_and_keeps_latency_runs(
+        tmp_path: Path) -> None:
+    store = _store_with_offline_run(tmp_path / "store", samples_per_s=50000)
+    campaign = Campaign.model_validate({"hosts": [{"host": "a", "benchmarks": [
+        {"benchmark": "digits", "scenarios": ["Offline", "SingleStream"]}]}],
+        "compliance": False, "power": False})
+    manifests = {"digits": load_manifest("digits")}
+    plan = make_plan(campaign, manifests, load_rules(campaign.round), measured_in(store))
+    by_label = {r.label: r for r in plan.runs}
+    accuracy = by_label["a/digits/Offline/accuracy"]
+    assert accuracy.estimate_s == pytest.approx(50000 / 50000 + RUN_OVERHEAD_S)
+    assert accuracy.assumption.startswith("measured by a/digits/Offline/performance")
+    single = by_label["a/digits/SingleStream/performance"]
+    assert single.assumption == ""  # nothing measured for SingleStream: the target decides
+
+
+def test_measured_in_ignores_runs_that_did_not_finish(tmp_path: Path) -> None:
+    store = _store_with_offline_run(tmp_path / "store", samples_per_s=6000)
+    (key,) = store.keys()
+    later = store.start_attempt(store.latest(key).spec, key=key)  # type: ignore[union-attr]
+    store.update(key, later.attempt, state="failed", error="container exited 137")
+    assert measured_in(store)[("a", "digits", Scenario.OFFLINE)].samples_per_s == 6000
