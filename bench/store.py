@@ -161,8 +161,16 @@ class RunStore:
     def _write(self, record: RunRecord) -> None:
         path = self.path(record.key, record.attempt) / RUN_JSON
         tmp = path.with_name(f".{RUN_JSON}.{os.getpid()}.tmp")
-        tmp.write_text(record.model_dump_json(indent=2))
+        with tmp.open("w") as f:  # durable before it replaces the old record: a power cut
+            f.write(record.model_dump_json(indent=2))  # leaves the old one or the new one
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def _copy_with_sha256(source: Path, target: Path) -> str:
