@@ -30,10 +30,10 @@ SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer 
 SHORT_COMPARED_MIN_DURATION_MS = 3000
 FALLBACK_QPS = 100.0
 OFFLINE_SAMPLE_MARGIN = 1.1  # LoadGen issues 1.1 x target_qps x min_duration Offline samples
-# LoadGen's own minimum query counts (mlperf.conf) where the round file gives none
-LOADGEN_MIN_QUERIES = {Scenario.SINGLE_STREAM: 1024, Scenario.MULTI_STREAM: 270336,
-                       Scenario.SERVER: 270336, Scenario.INTERACTIVE: 270336,
-                       Scenario.OFFLINE: 1}
+# LoadGen's minimum query counts where the round file gives none: mlperf.conf's (MultiStream
+# 662) over LoadGen's built-in default of 100; early stopping, not the count, bounds the rest
+LOADGEN_MIN_QUERIES = {Scenario.SINGLE_STREAM: 100, Scenario.MULTI_STREAM: 662,
+                       Scenario.SERVER: 100, Scenario.INTERACTIVE: 100, Scenario.OFFLINE: 1}
 
 
 @dataclass(frozen=True)
@@ -232,12 +232,12 @@ class Load:
         return seconds, f"measured by {measured.source}"
 
     def _stream_s(self, min_duration_s: float, min_queries: int) -> tuple[float, str]:
+        # one query at a time until both the minimum duration and the minimum count are met
         target, note = self._target_rate()
-        queries = max(min_queries, math.ceil(target * min_duration_s))
         measured = self.measured
         if measured is None or not measured.latency_s:
-            return max(min_duration_s, queries / target), note
-        return max(min_duration_s, queries * measured.latency_s), \
+            return max(min_duration_s, min_queries / target), note
+        return max(min_duration_s, min_queries * measured.latency_s), \
             f"measured by {measured.source}"
 
     def _server_s(self, min_duration_s: float, min_queries: int) -> tuple[float, str]:
