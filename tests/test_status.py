@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from bench.campaign import Campaign
 from bench.manifest import load_manifest
 from bench.plan import make_plan
@@ -26,8 +28,8 @@ def test_matrix_states_and_eta_follow_the_store(tmp_path: Path) -> None:
                  finished_at=start + timedelta(seconds=2 * perf.estimate_s))
     statuses = campaign_status(plan, store)
     assert [s.state for s in statuses] == ["done", "pending"]
-    assert pace(statuses) == 2.0  # the finished run took twice its estimate
-    assert eta_s(plan, statuses) == 2 * acc.estimate_s
+    assert pace(statuses) == pytest.approx(2.0)  # the finished run took twice its estimate
+    assert eta_s(plan, statuses) == pytest.approx(2 * acc.estimate_s)
     store.start_attempt(acc.spec)
     assert [s.state for s in campaign_status(plan, store)] == ["done", "running"]
     failed = store.start_attempt(acc.spec)
