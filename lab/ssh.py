@@ -316,7 +316,7 @@ def _result(host: str, argv: tuple[str, ...], status: int,
                          out.dropped_bytes, err.dropped_bytes)
 
 
-PREFETCH_REQUESTS = 64  # SFTP reads in flight while copying a file (64 x 32 KiB buffered at most)
+PREFETCH_REQUESTS = 256  # SFTP reads in flight while copying a file (256 x 32 KiB = 8 MiB)
 
 
 def _stream_to(remote: paramiko.SFTPFile, size: int, local: Path, max_bytes: int | None,
