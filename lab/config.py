@@ -68,8 +68,8 @@ class Limits(Strict):
     leave for collection, and the output it keeps of any one command (per stream, its end)."""
 
     collect_max_files: Annotated[int, Field(ge=1)] = 50_000
-    collect_max_bytes: ByteSize = ByteSize(64 * 1024**3)  # "64GiB"
-    output_max_bytes: ByteSize = ByteSize(16 * 1024**2)  # "16MiB"
+    collect_max_bytes: Annotated[ByteSize, Field(ge=1)] = ByteSize(64 * 1024**3)  # "64GiB"
+    output_max_bytes: Annotated[ByteSize, Field(ge=1024)] = ByteSize(16 * 1024**2)  # "16MiB"
 
 
 class HostConfig(Strict):

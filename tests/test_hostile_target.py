@@ -172,3 +172,15 @@ def test_real_sshd_symlink_refused_newline_name_collected(lab_inventory: Invento
         collect_dir(host, run_dir, again, Limits())
     assert not (again / "output" / "etc").exists()
     host.close()
+
+
+def test_limits_are_settings_of_each_host() -> None:
+    entry = {"name": "n1", "address": "10.0.0.1",
+             "limits": {"collect_max_files": 10, "collect_max_bytes": "2GiB",
+                        "output_max_bytes": "4MiB"}}
+    limits = HostConfig.model_validate(entry).limits
+    assert (limits.collect_max_files, limits.collect_max_bytes) == (10, 2 * 1024**3)
+    assert limits.output_max_bytes == 4 * 1024**2
+    assert HostConfig.model_validate({**entry, "limits": {}}).limits == Limits()
+    with pytest.raises(ValueError, match="output_max_bytes"):
+        HostConfig.model_validate({**entry, "limits": {"output_max_bytes": 0}})
