@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import shlex
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -226,7 +227,7 @@ def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: d
             out_dir.mkdir(parents=True, exist_ok=True)
             for log in (Path(tmp) / OUTPUT_DIR).glob("mlperf_log_*"):
                 if log.name != "mlperf_log_trace.json":
-                    (out_dir / log.name).write_bytes(log.read_bytes())
+                    shutil.copyfile(log, out_dir / log.name)  # in chunks, not whole
     finally:
         discard(target, handle)
     return status

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from lab.errors import CommandFailed, RunError
+from lab.errors import CommandFailed, RunError, TransferFailed
 from lab.output import DEFAULT_OUTPUT_CAP_BYTES
 
 OutputSink = Callable[[str], None]
@@ -168,8 +168,15 @@ class Host(ABC):
         return self.run(["test", "-e", path], check=False, timeout_s=30).ok
 
     def read_text(self, path: str, *, timeout_s: float = 60) -> str:
-        """The content of a small text file on the host."""
-        return self.run(["cat", path], timeout_s=timeout_s).stdout
+        """The content of a small text file on the host; one longer than the output cap is
+        refused rather than silently cut (copy it with `get` instead)."""
+        result = self.run(["cat", path], timeout_s=timeout_s)
+        if result.truncated:
+            raise TransferFailed(f"On host '{self.name}', {path} is longer than the "
+                                 f"{self.output_cap_bytes} bytes a command's output may keep, "
+                                 "so it is not read as text; copy it with `get`, or raise "
+                                 "`limits.output_max_bytes` in hosts.yaml.")
+        return result.stdout
 
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents on the host."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lab.errors import TransferFailed
 from lab.host import Host
 from lab.output import MIB
 
@@ -70,3 +71,14 @@ def test_large_file_is_copied_in_chunks(any_host: Host, tmp_path: Path) -> None:
     digest = any_host.run(["sha256sum", remote]).stdout.split()[0]
     with local.open("rb") as f:
         assert hashlib.file_digest(f, "sha256").hexdigest() == digest
+
+
+def test_read_text_refuses_what_it_cannot_keep_whole(any_host: Host) -> None:
+    path = f"{any_host.work_dir}/log.txt"
+    any_host.run(["sh", "-c", 'mkdir -p "$(dirname "$1")" && head -c 2048 /dev/zero | '
+                  'tr "\\0" x > "$1"', "sh", path])
+    any_host.output_cap_bytes = 4096
+    assert any_host.read_text(path) == "x" * 2048
+    any_host.output_cap_bytes = 1024
+    with pytest.raises(TransferFailed, match="longer than the 1024 bytes"):
+        any_host.read_text(path)
