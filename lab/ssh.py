@@ -294,16 +294,25 @@ def _collect(
     """Read stdout and stderr into their bounded tails until the command ends; True on
     timeout."""
     out, err = streams
+    exited_at: float | None = None  # when the exit status was seen with nothing left to read
     while True:
         if timeout_s is not None and time.monotonic() - started > timeout_s:
             return True
         select.select([chan], [], [], 0.2)
         while chan.recv_ready():
             out.feed(chan.recv(CHUNK_BYTES))
+            exited_at = None
         while chan.recv_stderr_ready():
             err.feed(chan.recv_stderr(CHUNK_BYTES))
+            exited_at = None
         if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-            return False
+            # sshd may send the exit status before the last output: read on to the end of
+            # the stream, unless a process left behind keeps it open past a short grace
+            if chan.eof_received or chan.closed:
+                return False
+            exited_at = exited_at or time.monotonic()
+            if time.monotonic() - exited_at > EOF_GRACE_S:
+                return False
         if not transport.is_active():
             return False
 
@@ -316,6 +325,7 @@ def _result(host: str, argv: tuple[str, ...], status: int,
                          out.dropped_bytes, err.dropped_bytes)
 
 
+EOF_GRACE_S = 2.0  # output still awaited after a command's exit status arrived
 PREFETCH_REQUESTS = 256  # SFTP reads in flight while copying a file (256 x 32 KiB = 8 MiB)
 
 
