@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
 
+from bench.store import RUN_JSON
 from lab.config import Limits
 from lab.errors import CollectionRefused, TransferFailed
 from lab.host import Host
@@ -95,6 +96,10 @@ def parse_listing(text: str, host: str, run_dir: str, limits: Limits) -> list[st
                           f"or not plain: {_quote(bad)}", "a run writes only below its own "
                           "folder")
     names = sorted(f[2:] for f in files)
+    if RUN_JSON in names:  # the store's record of the attempt: a run never writes it
+        raise _refused_at(host, run_dir, f"it holds '{RUN_JSON}', the name the run store keeps "
+                          "for its own record of the attempt", "a run writes its files below "
+                          "its output folder")
     twice = [a for a, b in pairwise(names) if a == b]
     if twice:
         raise _refused_at(host, run_dir, f"its listing names files twice: {_quote(twice)}")

@@ -70,6 +70,7 @@ HOSTILE_LISTINGS = {
     "no-marker": (b"./user.conf\0", "malformed"),
     "empty-part": (listing(["./output//x"]), "not plain"),
     "twice": (listing(["./user.conf", "./user.conf"]), "twice"),
+    "store-record": (listing(["./run.json"]), "run store"),
     "file-and-folder": (listing(["./a", "./a/b"]), "'a/b'"),
     "huge-count": (listing([f"./output/f{i}" for i in range(50_001)]), "50001 files"),
 }
