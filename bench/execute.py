@@ -26,7 +26,7 @@ from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from bench.verdict import judge_dir
-from lab.errors import ConnectError, ConnectionLost, SubrunError
+from lab.errors import CollectionRefused, ConnectError, ConnectionLost, SubrunError
 
 TRANSIENT = (ConnectError, ConnectionLost)
 log = logging.getLogger("subrun.runs")
@@ -145,9 +145,12 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     """Wait, collect into the store (with the exit status), only then clean the target, judge."""
     key, attempt, spec = record.key, record.attempt, record.spec
     status = remote.wait(target, handle, timeout_s)
-    with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
-        tail = remote.collect(target, handle, Path(tmp)) or _loadgen_tail(Path(tmp))
-        store.add_files(key, attempt, Path(tmp))
+    try:
+        with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
+            tail = remote.collect(target, handle, Path(tmp)) or _loadgen_tail(Path(tmp))
+            store.add_files(key, attempt, Path(tmp))
+    except CollectionRefused as e:
+        return _refused(target, record, handle, store, e)
     error = ""
     if status.running or status.exit_status != 0:
         why = (f"did not finish within {timeout_s:.0f} s and was stopped" if status.running
@@ -162,6 +165,17 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     for line in tail.splitlines():
         log.info("%s | %s", spec.label, line)
     return _judge(record, store, rules, references)
+
+
+def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
+             refusal: CollectionRefused) -> RunRecord:
+    """A hostile or malformed run directory fails the attempt for good: recorded with the
+    reason, the target cleaned, nothing retried or re-run."""
+    log.warning("%s: %s", record.spec.label, refusal)
+    failed = store.update(record.key, record.attempt, state="failed", error=str(refusal),
+                          finished_at=datetime.now(UTC))
+    remote.discard(target, handle)
+    return failed
 
 
 def _judge(record: RunRecord, store: RunStore, rules: RoundRules,
@@ -197,7 +211,9 @@ def _loadgen_tail(collected: Path, lines: int = 20) -> str:
     detail = locate_logs(collected) / "mlperf_log_detail.txt"
     if not detail.is_file():
         return "(the container printed nothing and left no LoadGen log)"
-    text = detail.read_text(errors="replace").splitlines()[-lines:]
+    with detail.open("rb") as f:  # only its end: a detail log may be large
+        f.seek(max(0, f.seek(0, 2) - 64 * 1024))
+        text = f.read().decode(errors="replace").splitlines()[-lines:]
     return "(the container printed nothing; the end of mlperf_log_detail.txt)\n" + "\n".join(text)
 
 

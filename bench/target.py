@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import shlex
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from bench.collect import collect_dir
 from bench.manifest import Manifest
 from bench.native import NATIVE
 from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, RunRecord, RunSpec
@@ -195,14 +197,15 @@ def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> RunStatus:
     return target.runner.wait(target, handle.process, timeout_s)
 
 
+TAIL_MAX_CHARS = 64 * 1024  # of the harness's output kept in the run record
+
+
 def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
-    """Copy the attempt's run directory to local_dir; return the harness's output tail."""
+    """Copy the attempt's run directory to local_dir (checked and capped: `bench.collect`
+    raises CollectionRefused for a hostile or malformed one); return the output tail."""
     run_dir = remote_run_dir(target, handle.run_key)
-    listing = target.host.run(["find", run_dir, "-type", "f"], timeout_s=120).stdout
-    for remote in sorted(line for line in listing.splitlines() if line.strip()):
-        relative = PurePosixPath(remote).relative_to(run_dir)
-        target.host.get(remote, local_dir / relative)
-    return target.runner.output_tail(target, handle.process, 40)
+    collect_dir(target.host, run_dir, local_dir, target.config.limits)
+    return target.runner.output_tail(target, handle.process, 40)[-TAIL_MAX_CHARS:]
 
 
 def discard(target: RunTarget, handle: RunHandle) -> None:
@@ -224,7 +227,7 @@ def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: d
             out_dir.mkdir(parents=True, exist_ok=True)
             for log in (Path(tmp) / OUTPUT_DIR).glob("mlperf_log_*"):
                 if log.name != "mlperf_log_trace.json":
-                    (out_dir / log.name).write_bytes(log.read_bytes())
+                    shutil.copyfile(log, out_dir / log.name)  # in chunks, not whole
     finally:
         discard(target, handle)
     return status

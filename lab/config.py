@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     StringConstraints,
@@ -62,6 +63,15 @@ class NativeSettings(Strict):
     python: str = "python3"  # the interpreter the benchmark's venv is made from
 
 
+class Limits(Strict):
+    """What the controller accepts from a target it does not trust: the files one run may
+    leave for collection, and the output it keeps of any one command (per stream, its end)."""
+
+    collect_max_files: Annotated[int, Field(ge=1)] = 50_000
+    collect_max_bytes: Annotated[ByteSize, Field(ge=1)] = ByteSize(64 * 1024**3)  # "64GiB"
+    output_max_bytes: Annotated[ByteSize, Field(ge=1024)] = ByteSize(16 * 1024**2)  # "16MiB"
+
+
 class HostConfig(Strict):
     """One target machine (a SUT), reached locally or over SSH."""
 
@@ -78,6 +88,7 @@ class HostConfig(Strict):
     labels: list[str] = Field(default_factory=list)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
+    limits: Limits = Field(default_factory=Limits)
     system: dict[str, str | int] = Field(default_factory=dict)
 
     @field_validator("key", "known_hosts")

@@ -65,6 +65,16 @@ class RunError(SubrunError):
     """A benchmark run failed or could not be judged."""
 
 
+class TransferFailed(SubrunError):
+    """A file could not be copied because of the file itself (missing, unreadable, not a
+    regular file, over a size cap), not because of the link: copying again cannot help."""
+
+
+class CollectionRefused(RunError):
+    """A run's output on its target is malformed or hostile (a path leaving the run's folder,
+    a symlink, too many or too large files): the run failed for good and is never retried."""
+
+
 def _describe_failure(result: CommandResult) -> str:
     tail = result.tail(15)
     shown = f"\n--- last lines of its output ---\n{tail}" if tail else ""

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from lab.errors import CommandFailed, RunError
+from lab.errors import CommandFailed, RunError, TransferFailed
+from lab.output import DEFAULT_OUTPUT_CAP_BYTES
 
 OutputSink = Callable[[str], None]
 Stdin = bytes | Iterable[bytes] | None
@@ -32,10 +33,18 @@ class CommandResult:
     stdout: str
     stderr: str
     duration_s: float
+    # bytes from the start of each stream that were not kept (see lab.output: output is capped)
+    stdout_dropped_bytes: int = 0
+    stderr_dropped_bytes: int = 0
 
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
+
+    @property
+    def truncated(self) -> bool:
+        """True when the output was longer than the host's cap and only its end was kept."""
+        return bool(self.stdout_dropped_bytes or self.stderr_dropped_bytes)
 
     @property
     def command(self) -> str:
@@ -44,7 +53,11 @@ class CommandResult:
     def tail(self, lines: int = 20) -> str:
         """The last lines of stdout then stderr, for error messages."""
         text = (self.stdout.rstrip("\n") + "\n" + self.stderr.rstrip("\n")).strip("\n")
-        return "\n".join(text.splitlines()[-lines:])
+        shown = "\n".join(text.splitlines()[-lines:])
+        if not self.truncated:
+            return shown
+        dropped = self.stdout_dropped_bytes + self.stderr_dropped_bytes
+        return f"(output truncated: its first {dropped} bytes were not kept)\n{shown}"
 
 
 @dataclass(frozen=True)
@@ -106,9 +119,11 @@ fi
 class Host(ABC):
     """A target machine. Subclasses provide the transport; argv is never a shell string."""
 
-    def __init__(self, name: str, work_dir: str) -> None:
+    def __init__(self, name: str, work_dir: str,
+                 output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES) -> None:
         self.name = name
         self.work_dir = work_dir
+        self.output_cap_bytes = output_cap_bytes  # per stream; only the end of longer output
 
     @abstractmethod
     def run(
@@ -122,15 +137,20 @@ class Host(ABC):
         stdin: Stdin = None,
         on_output: OutputSink | None = None,
     ) -> CommandResult:
-        """Run argv to completion; raise CommandFailed on a non-zero exit when check is set."""
+        """Run argv to completion; raise CommandFailed on a non-zero exit when check is set.
+
+        stdout and stderr keep at most `output_cap_bytes` each (their end); the result counts
+        what was dropped, so no command's output can exhaust the controller's memory."""
 
     @abstractmethod
     def put(self, local_path: Path, remote_path: str) -> None:
         """Copy one local file to the host, creating parent directories."""
 
     @abstractmethod
-    def get(self, remote_path: str, local_path: Path) -> None:
-        """Copy one file from the host to a local path, creating parent directories."""
+    def get(self, remote_path: str, local_path: Path, *, max_bytes: int | None = None) -> int:
+        """Copy one regular file from the host to a local path in chunks, creating parent
+        directories; return its size. A symlink, a special file, or (with max_bytes) a file
+        larger than max_bytes raises TransferFailed, which no retry can fix."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, local transport has nothing to close
         """Release the connection, if any."""
@@ -148,8 +168,15 @@ class Host(ABC):
         return self.run(["test", "-e", path], check=False, timeout_s=30).ok
 
     def read_text(self, path: str, *, timeout_s: float = 60) -> str:
-        """The content of a small text file on the host."""
-        return self.run(["cat", path], timeout_s=timeout_s).stdout
+        """The content of a small text file on the host; one longer than the output cap is
+        refused rather than silently cut (copy it with `get` instead)."""
+        result = self.run(["cat", path], timeout_s=timeout_s)
+        if result.truncated:
+            raise TransferFailed(f"On host '{self.name}', {path} is longer than the "
+                                 f"{self.output_cap_bytes} bytes a command's output may keep, "
+                                 "so it is not read as text; copy it with `get`, or raise "
+                                 "`limits.output_max_bytes` in hosts.yaml.")
+        return result.stdout
 
     def makedirs(self, path: str) -> None:
         """Create a directory and its parents on the host."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from lab.errors import CommandFailed, CommandTimedOut, ConnectError
+from lab.errors import CommandFailed, CommandTimedOut, ConnectError, TransferFailed
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
+from lab.output import CHUNK_BYTES, OutputTail
 
 
 class LocalHost(Host):
@@ -48,11 +49,11 @@ class LocalHost(Host):
                 raise CommandFailed(result, f"On host '{self.name}', `{result.command}` could "
                                     f"not start: {e.strerror}: {e.filename}.") from e
             return result
-        stdout: list[str] = []
-        stderr: list[str] = []
+        stdout = OutputTail(self.output_cap_bytes, on_output)
+        stderr = OutputTail(self.output_cap_bytes, on_output)
         readers = [
-            threading.Thread(target=_pump, args=(proc.stdout, stdout, on_output), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, stderr, on_output), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stdout, stdout), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, stderr), daemon=True),
         ]
         for t in readers:
             t.start()
@@ -67,8 +68,8 @@ class LocalHost(Host):
         for t in readers:
             t.join(timeout=10)
         result = CommandResult(
-            self.name, argv, proc.returncode, "".join(stdout), "".join(stderr),
-            time.monotonic() - started,
+            self.name, argv, proc.returncode, stdout.finish(), stderr.finish(),
+            time.monotonic() - started, stdout.dropped_bytes, stderr.dropped_bytes,
         )
         if timed_out:
             raise CommandTimedOut(result, f"On host '{self.name}', `{result.command}` did not "
@@ -80,25 +81,50 @@ class LocalHost(Host):
     def put(self, local_path: Path, remote_path: str) -> None:
         _copy(Path(local_path), Path(remote_path), self.name)
 
-    def get(self, remote_path: str, local_path: Path) -> None:
-        _copy(Path(remote_path), Path(local_path), self.name)
+    def get(self, remote_path: str, local_path: Path, *, max_bytes: int | None = None) -> int:
+        try:
+            fd = os.open(remote_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as e:
+            raise TransferFailed(f"On host '{self.name}', {remote_path} cannot be copied: "
+                                 f"{e.strerror} (a symlink is never followed).") from e
+        with open(fd, "rb") as src:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise TransferFailed(f"On host '{self.name}', {remote_path} is not a regular "
+                                     "file, so it is not copied.")
+            try:
+                return _copy_stream(src, Path(local_path), max_bytes,
+                                    f"{self.name}:{remote_path}")
+            except OSError as e:
+                raise ConnectError(f"On host '{self.name}', copying {remote_path} to "
+                                   f"{local_path} failed: {e}.") from e
 
 
 def _copy(src: Path, dst: Path, host: str) -> None:
     try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        with src.open("rb") as f:
+            _copy_stream(f, dst, None, f"{host}:{src}")
     except OSError as e:
         raise ConnectError(f"On host '{host}', copying {src} to {dst} failed: {e}.") from e
 
 
-def _pump(stream: IO[bytes] | None, sink: list[str], on_output: OutputSink | None) -> None:
+def _copy_stream(src: IO[bytes], dst: Path, max_bytes: int | None, what: str) -> int:
+    """Copy src to dst in chunks, refusing more than max_bytes; return the bytes copied."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    with dst.open("wb") as out:
+        while chunk := src.read(CHUNK_BYTES * 16):
+            copied += len(chunk)
+            if max_bytes is not None and copied > max_bytes:
+                raise TransferFailed(f"{what} is larger than the {max_bytes} bytes allowed; "
+                                     "it was not copied whole.")
+            out.write(chunk)
+    return copied
+
+
+def _pump(stream: IO[bytes] | None, sink: OutputTail) -> None:
     assert stream is not None
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", errors="replace")
-        sink.append(line)
-        if on_output:
-            on_output(line.rstrip("\n"))
+    while chunk := stream.read1(CHUNK_BYTES):  # type: ignore[attr-defined]
+        sink.feed(chunk)
     stream.close()
 
 

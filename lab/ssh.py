@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import select
 import socket
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -19,8 +20,15 @@ from typing import Any
 import paramiko
 
 from lab.config import HostConfig
-from lab.errors import CommandFailed, CommandTimedOut, ConnectError, ConnectionLost
+from lab.errors import (
+    CommandFailed,
+    CommandTimedOut,
+    ConnectError,
+    ConnectionLost,
+    TransferFailed,
+)
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
+from lab.output import CHUNK_BYTES, OutputTail
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
 CONNECT_TIMEOUT_S = 10.0
@@ -58,7 +66,7 @@ class SshHost(Host):
     """A target reached over SSH, with one persistent connection re-opened when it drops."""
 
     def __init__(self, config: HostConfig) -> None:
-        super().__init__(config.name, config.work_dir)
+        super().__init__(config.name, config.work_dir, int(config.limits.output_max_bytes))
         self.config = config
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
@@ -182,20 +190,22 @@ class SshHost(Host):
         except (OSError, EOFError, paramiko.SSHException) as e:
             raise self._lost(argv, "before the command could start") from e
         feeder = _start_feeder(chan, stdin)
-        out, err, timed_out = _collect(chan, transport, started, timeout_s, on_output)
+        out = OutputTail(self.output_cap_bytes, on_output)
+        err = OutputTail(self.output_cap_bytes, on_output)
+        timed_out = _collect(chan, transport, started, timeout_s, (out, err))
         if feeder is not None:
             feeder.join(timeout=5)
         duration = time.monotonic() - started
         if timed_out:
             chan.close()
-            result = CommandResult(self.name, argv, -1, out, err, duration)
+            result = _result(self.name, argv, -1, (out, err), duration)
             raise CommandTimedOut(result, f"On host '{self.name}', `{result.command}` did not "
                                   f"finish within {timeout_s:g} s; subrun closed its channel.")
         status = chan.recv_exit_status() if chan.exit_status_ready() else -1
         chan.close()
         if status == -1 or not transport.is_active():
             raise self._lost(argv, f"after {duration:.1f} s, while it was running")
-        result = CommandResult(self.name, argv, status, out, err, duration)
+        result = _result(self.name, argv, status, (out, err), duration)
         if check and not result.ok:
             raise CommandFailed(result)
         return result
@@ -209,14 +219,24 @@ class SshHost(Host):
             raise ConnectError(f"Copying {local_path} to {self.name}:{remote_path} failed: "
                                f"{e}.") from e
 
-    def get(self, remote_path: str, local_path: Path) -> None:
-        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+    def get(self, remote_path: str, local_path: Path, *, max_bytes: int | None = None) -> int:
+        where = f"{self.name}:{remote_path}"
         try:
             with self._sftp() as sftp:
-                sftp.get(remote_path, str(local_path))
-        except OSError as e:
-            raise ConnectError(f"Copying {self.name}:{remote_path} to {local_path} failed: "
-                               f"{e}.") from e
+                attrs = sftp.lstat(remote_path)
+                if not stat.S_ISREG(attrs.st_mode or 0):
+                    raise TransferFailed(f"{where} is not a regular file (a symlink, a "
+                                         "directory or a device), so it is not copied.")
+                if max_bytes is not None and (attrs.st_size or 0) > max_bytes:
+                    raise TransferFailed(f"{where} holds {attrs.st_size} bytes, more than the "
+                                         f"{max_bytes} allowed; it was not copied.")
+                with sftp.open(remote_path, "rb") as remote:
+                    return _stream_to(remote, attrs.st_size or 0, Path(local_path),
+                                      max_bytes, where)
+        except (FileNotFoundError, PermissionError) as e:
+            raise TransferFailed(f"{where} cannot be copied: {e.strerror or e}.") from e
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise ConnectError(f"Copying {where} to {local_path} failed: {e}.") from e
 
     def _sftp(self) -> paramiko.SFTPClient:
         sftp = paramiko.SFTPClient.from_transport(self.connect())
@@ -269,46 +289,60 @@ def _collect(
     transport: paramiko.Transport,
     started: float,
     timeout_s: float | None,
-    on_output: OutputSink | None,
-) -> tuple[str, str, bool]:
-    """Read stdout and stderr until the command ends; True as third value on timeout."""
-    out, err = _Lines(on_output), _Lines(on_output)
+    streams: tuple[OutputTail, OutputTail],
+) -> bool:
+    """Read stdout and stderr into their bounded tails until the command ends; True on
+    timeout."""
+    out, err = streams
+    exited_at: float | None = None  # when the exit status was seen with nothing left to read
     while True:
         if timeout_s is not None and time.monotonic() - started > timeout_s:
-            return out.text(), err.text(), True
+            return True
         select.select([chan], [], [], 0.2)
         while chan.recv_ready():
-            out.feed(chan.recv(65536))
+            out.feed(chan.recv(CHUNK_BYTES))
+            exited_at = None
         while chan.recv_stderr_ready():
-            err.feed(chan.recv_stderr(65536))
+            err.feed(chan.recv_stderr(CHUNK_BYTES))
+            exited_at = None
         if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-            break
+            # sshd may send the exit status before the last output: read on to the end of
+            # the stream, unless a process left behind keeps it open past a short grace
+            if chan.eof_received or chan.closed:
+                return False
+            exited_at = exited_at or time.monotonic()
+            if time.monotonic() - exited_at > EOF_GRACE_S:
+                return False
         if not transport.is_active():
-            break
-    return out.text(), err.text(), False
+            return False
 
 
-class _Lines:
-    """Accumulates output bytes and hands complete lines to an optional sink."""
+def _result(host: str, argv: tuple[str, ...], status: int,
+            streams: tuple[OutputTail, OutputTail], duration_s: float) -> CommandResult:
+    out, err = streams
+    stdout, stderr = out.finish(), err.finish()
+    return CommandResult(host, argv, status, stdout, stderr, duration_s,
+                         out.dropped_bytes, err.dropped_bytes)
 
-    def __init__(self, sink: OutputSink | None) -> None:
-        self.sink = sink
-        self.data = bytearray()
-        self.pending = b""
 
-    def feed(self, chunk: bytes) -> None:
-        self.data += chunk
-        if self.sink is None:
-            return
-        *lines, self.pending = (self.pending + chunk).split(b"\n")
-        for line in lines:
-            self.sink(line.decode("utf-8", errors="replace"))
+EOF_GRACE_S = 2.0  # output still awaited after a command's exit status arrived
+PREFETCH_REQUESTS = 256  # SFTP reads in flight while copying a file (256 x 32 KiB = 8 MiB)
 
-    def text(self) -> str:
-        if self.sink is not None and self.pending:
-            self.sink(self.pending.decode("utf-8", errors="replace"))
-            self.pending = b""
-        return self.data.decode("utf-8", errors="replace")
+
+def _stream_to(remote: paramiko.SFTPFile, size: int, local: Path, max_bytes: int | None,
+               where: str) -> int:
+    """Copy an open remote file to local in chunks, pipelined but with bounded buffering."""
+    local.parent.mkdir(parents=True, exist_ok=True)
+    remote.prefetch(size, max_concurrent_requests=PREFETCH_REQUESTS)
+    copied = 0
+    with local.open("wb") as out:
+        while chunk := remote.read(CHUNK_BYTES * 16):
+            copied += len(chunk)
+            if max_bytes is not None and copied > max_bytes:
+                raise TransferFailed(f"{where} grew past the {max_bytes} bytes allowed while "
+                                     "it was copied; it was not copied whole.")
+            out.write(chunk)
+    return copied
 
 
 def _is_final(e: Exception) -> bool:

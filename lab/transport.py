@@ -10,7 +10,7 @@ from lab.local import LocalHost
 def open_host(config: HostConfig) -> Host:
     """A LocalHost or an SshHost for config; SSH connects lazily on first use."""
     if config.transport == "local":
-        return LocalHost(config.name, config.work_dir)
+        return LocalHost(config.name, config.work_dir, int(config.limits.output_max_bytes))
     from lab.ssh import SshHost
 
     return SshHost(config)
