@@ -102,14 +102,18 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
     futures: list[PrefectFuture[steps.RunOutcome]] = []
+    submitted: list[PlannedRun] = []
     for host in hosts:
         previous: PrefectFuture[steps.RunOutcome] | None = None
         for planned in ctx.plan.for_host(host):
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
                                        wait_for=[previous] if previous else [])
             futures.append(previous)
+            submitted.append(planned)
     wait(futures)
-    outcomes = [f.result() for f in futures if f.state.is_completed()]
+    ended = [p for p, f in zip(submitted, futures, strict=True)
+             if f.state.is_completed()]
+    outcomes = [o for o in (steps.final_outcome(ctx, p) for p in ended) if o is not None]
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
     index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]
