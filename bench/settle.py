@@ -16,15 +16,18 @@ decisions read only the run store, so a campaign started again continues where i
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bench.compliance import test_was_faster
-from bench.execute import may_measure_again
+from bench.execute import ExecuteOptions, execute, may_measure_again, reverify
+from bench.plan import PlannedRun
+from bench.rules import RoundRules
 from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from bench.submitted import passed
+from bench.target import RunTarget
 
 log = logging.getLogger("subrun.runs")
 
@@ -114,3 +117,40 @@ def is_settled(store: RunStore, runs: ComplianceSet) -> bool:
         r is not None and passed(r)
         and r.references.get(RunKind.PERFORMANCE.value, performance.attempt)
         == performance.attempt for r in latest)
+
+
+class TargetSet:
+    """The runs of one host x benchmark x scenario on their target, for settle: a new
+    measurement or test run goes through bench.execute (detached, reattached, collected, judged
+    within the bound), a re-verification through the store alone."""
+
+    def __init__(self, target: RunTarget, planned: Sequence[PlannedRun], store: RunStore,
+                 rules: RoundRules, options: ExecuteOptions) -> None:
+        self.target, self.store, self.rules = target, store, rules
+        self.options = replace(options, again=True)
+        self.planned = {p.spec.kind: p for p in planned}
+
+    def runs(self) -> ComplianceSet:
+        """The set: the performance run and the compliance tests that have run so far."""
+        return ComplianceSet(
+            performance=self.planned[RunKind.PERFORMANCE].spec.key,
+            tests={k: p.spec.key for k, p in self.planned.items()
+                   if k.is_compliance and self.store.latest(p.spec.key) is not None})
+
+    def references(self) -> dict[RunKind, RunRecord]:
+        """The standing performance and accuracy attempts a test is verified against."""
+        found = {k: self.store.standing(self.planned[k].spec.key)
+                 for k in (RunKind.PERFORMANCE, RunKind.ACCURACY) if k in self.planned}
+        return {k: r for k, r in found.items() if r is not None}
+
+    def measure_again(self) -> RunRecord:
+        return execute(self.target, self.planned[RunKind.PERFORMANCE], self.store, self.rules,
+                       options=self.options)
+
+    def rerun(self, test: RunKind) -> RunRecord:
+        return execute(self.target, self.planned[test], self.store, self.rules,
+                       references=self.references(), options=self.options)
+
+    def reverify(self, test: RunRecord, performance: RunRecord) -> RunRecord:
+        references = {**self.references(), RunKind.PERFORMANCE: performance}
+        return reverify(self.store, test, self.rules, references)

@@ -6,16 +6,16 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.assets import verify_assets
-from bench.execute import ExecuteOptions, execute, reverify
+from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
 from bench.run import Mode, RunKind, RunRecord
-from bench.settle import ComplianceSet, settle
+from bench.settle import TargetSet, settle
 from bench.target import RunTarget
 from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
@@ -135,42 +135,11 @@ def run(ctx: CampaignContext, planned: PlannedRun,
                      references=_references(ctx, planned), options=options)
     if not spec.kind.is_compliance:
         return record
-    runner = _SetRunner(ctx, target, planned, options)
-    settle(ctx.store, runner.runs, runner, ctx.campaign.max_reruns)
+    same = [p for p in ctx.plan.for_host(spec.host)
+            if (p.spec.benchmark, p.spec.scenario) == (spec.benchmark, spec.scenario)]
+    runner = TargetSet(target, same, ctx.store, ctx.rules, options)
+    settle(ctx.store, runner.runs(), runner, ctx.campaign.max_reruns)
     return ctx.store.latest(record.key) or record
-
-
-class _SetRunner:
-    """The runs of a compliance test's set, for bench.settle: the performance run and every
-    compliance test of the same host, benchmark and scenario that has run so far."""
-
-    def __init__(self, ctx: CampaignContext, target: RunTarget, test: PlannedRun,
-                 options: ExecuteOptions) -> None:
-        self.ctx, self.target, self.options = ctx, target, options
-        same = [p for p in ctx.plan.for_host(test.spec.host)
-                if (p.spec.benchmark, p.spec.scenario) == (test.spec.benchmark,
-                                                           test.spec.scenario)]
-        self.planned = {p.spec.kind: p for p in same}
-        self.runs = ComplianceSet(
-            performance=self.planned[RunKind.PERFORMANCE].spec.key,
-            tests={k: p.spec.key for k, p in self.planned.items()
-                   if k.is_compliance and ctx.store.latest(p.spec.key) is not None})
-
-    def measure_again(self) -> RunRecord:
-        perf = self.planned[RunKind.PERFORMANCE]
-        again = replace(self.options, again=True)
-        return execute(self.target, perf, self.ctx.store, self.ctx.rules, options=again)
-
-    def rerun(self, test: RunKind) -> RunRecord:
-        planned = self.planned[test]
-        again = replace(self.options, again=True)
-        return execute(self.target, planned, self.ctx.store, self.ctx.rules,
-                       references=_references(self.ctx, planned), options=again)
-
-    def reverify(self, test: RunRecord, performance: RunRecord) -> RunRecord:
-        references = {**_references(self.ctx, self.planned[test.spec.kind]),
-                      RunKind.PERFORMANCE: performance}
-        return reverify(self.ctx.store, test, self.ctx.rules, references)
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
