@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from bench.plan import Plan, PlannedRun
 from bench.run import RunRecord, RunSpec
 from bench.store import RunStore
+from bench.submitted import standing
 
 Identity = tuple[str, str, str, str, str, str]
 
@@ -37,13 +38,16 @@ def identity(spec: RunSpec) -> Identity:
 
 
 def campaign_status(plan: Plan, store: RunStore) -> list[RunStatus]:
-    """The state of every planned run, from the latest attempt the store holds for it."""
-    latest: dict[Identity, RunRecord] = {}
+    """The state of every planned run: an attempt in progress, else the attempt that stands
+    (bench.submitted), else the latest one."""
+    grouped: dict[Identity, list[RunRecord]] = {}
     for record in store.runs():
-        found = latest.get(identity(record.spec))
-        if found is None or record.started_at > found.started_at:
-            latest[identity(record.spec)] = record
-    return [_status(run, latest.get(identity(run.spec))) for run in plan.runs]
+        grouped.setdefault(identity(record.spec), []).append(record)
+    shown: dict[Identity, RunRecord] = {}
+    for key, records in grouped.items():
+        latest = max(records, key=lambda r: (r.started_at, r.attempt))
+        shown[key] = latest if latest.state == "running" else standing(records) or latest
+    return [_status(run, shown.get(identity(run.spec))) for run in plan.runs]
 
 
 def _status(run: PlannedRun, record: RunRecord | None) -> RunStatus:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.loadgen_log import POWER_TIME_FORMAT, DetailLog, read_detail
 from bench.run import RunKind
+from bench.submitted import standing
 from lab.errors import RunError
 from submission.index import PlacedResult
 from submission.inputs import StoredRun, run_label
@@ -46,7 +47,8 @@ class ResultFacts:
 
 @dataclass(frozen=True)
 class RunCell:
-    """The latest attempt of one run kind of a result, and how many attempts there were."""
+    """The standing attempt of one run kind of a result (bench.submitted; the latest when none
+    passed), and how many attempts there were."""
 
     run: StoredRun
     attempts: int
@@ -75,13 +77,15 @@ def result_facts(layout: Layout, placed: PlacedResult, runs: Sequence[StoredRun]
 
 
 def matrix(runs: Iterable[StoredRun]) -> dict[tuple[str, str, str], dict[RunKind, RunCell]]:
-    """(host, benchmark, scenario) -> kind -> latest attempt (passing or not) and attempts."""
+    """(host, benchmark, scenario) -> kind -> standing attempt (else the latest) and attempts."""
     table: dict[tuple[str, str, str], dict[RunKind, RunCell]] = {}
     grouped: dict[tuple[object, ...], list[StoredRun]] = {}
     for run in runs:
         grouped.setdefault(run_label(run.spec), []).append(run)
     for attempts in grouped.values():
-        latest = max(attempts, key=lambda r: (r.record.started_at.isoformat(), r.record.attempt))
+        chosen = standing(r.record for r in attempts)
+        latest = next((r for r in attempts if r.record is chosen), None) or max(
+            attempts, key=lambda r: (r.record.started_at.isoformat(), r.record.attempt))
         spec = latest.spec
         row = table.setdefault((spec.host, spec.benchmark, spec.scenario.value), {})
         row[spec.kind] = RunCell(latest, len(attempts))

@@ -47,7 +47,9 @@ def run_matrix(table: Matrix) -> list[str]:
     for (host, bench, scenario), row in table.items():
         cells = [_cell(row.get(k)) for k in kinds]
         out.append(f"| {host} | {bench} | {scenario} | " + " | ".join(cells) + " |")
-    return [*out, "", "Cells show the latest attempt; (n) is the number of attempts.", ""]
+    return [*out, "", "Cells show the attempt that stands (the best passing performance "
+                      "measurement, the latest passing attempt of other runs, else the latest); "
+                      "(n) is the number of attempts.", ""]
 
 
 def _cell(cell: RunCell | None) -> str:
