@@ -23,9 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.compliance import References  # noqa: E402  (after the path is set)
-from bench.rules import load_rules  # noqa: E402
-from bench.run import Mode  # noqa: E402
+from bench.rules import load_rules  # noqa: E402  (after the path is set)
+from bench.run import Mode, RunKind  # noqa: E402
 from bench.store import RunStore  # noqa: E402
 from collectors.describe import describe  # noqa: E402
 from lab.config import load_inventory  # noqa: E402
@@ -54,7 +53,7 @@ def scenario_runs(store: RunStore, work: Path, scenario: str, minutes: float) ->
                    timeout_s=limit, mode=mode)
     acc = one_run(store, work, scenario, "accuracy", settings=settings, timeout_s=limit,
                   mode=mode)
-    refs = References(performance_dir=perf.folder, accuracy_dir=acc.folder)
+    refs = {RunKind.PERFORMANCE: perf.record, RunKind.ACCURACY: acc.record}
     for kind in ("TEST01", "TEST04"):
         for _ in range(2):
             run = one_run(store, work, scenario, kind, refs=refs, settings=settings, sut=sut,
