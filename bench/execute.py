@@ -25,7 +25,7 @@ from bench.compliance import ComplianceResult, References, verify
 from bench.loadgen_log import locate_logs
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
-from bench.run import RunKind, RunRecord, RunSpec
+from bench.run import Mode, RunKind, RunRecord, RunSpec
 from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
@@ -111,8 +111,17 @@ def run_files(spec: RunSpec, rules: RoundRules) -> dict[str, str]:
     """The files a run's directory starts with: user.conf, and audit.config only for a test."""
     files = {"user.conf": user_conf(spec.settings, spec.mode, header=f"subrun {spec.label}")}
     if spec.kind.is_compliance:
-        files["audit.config"] = audit_config(spec.kind, spec.model, rules)
+        files["audit.config"] = audit_config(spec.kind, spec.model, rules,
+                                             sampling_share=short_share(spec, rules))
     return files
+
+
+def short_share(spec: RunSpec, rules: RoundRules) -> float:
+    """How long a short run is against the round's minimum duration (1.0 in submission mode)."""
+    duration = spec.settings.get(f"*.{spec.scenario.loadgen}.min_duration")
+    if spec.mode is not Mode.SHORT or not isinstance(duration, int | float) or duration <= 0:
+        return 1.0
+    return min(1.0, float(duration) / rules.min_duration_ms)
 
 
 def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,

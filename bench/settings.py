@@ -128,11 +128,24 @@ def user_conf(settings: dict[str, Setting], mode: Mode, *, header: str = "") -> 
     return render_conf(settings, header=f"{header}\n{note}" if header else note)
 
 
-def audit_config(kind: RunKind, model: str, rules: RoundRules) -> str:
-    """audit.config text of a compliance test for a model, from the round's rules."""
+SHORT_SAMPLING_FLOOR = 64  # logged samples a short TEST01 still compares
+
+
+def audit_config(kind: RunKind, model: str, rules: RoundRules, *,
+                 sampling_share: float = 1.0) -> str:
+    """audit.config text of a compliance test for a model, from the round's rules.
+
+    sampling_share < 1 scales TEST01's accuracy_log_sampling_target for a short run: LoadGen
+    logs target / expected-samples of the responses, so the round's target on a run a hundredth
+    as long would log every response and slow the test down against its reference. The share
+    keeps the official proportion (never below SHORT_SAMPLING_FLOOR samples)."""
     if not kind.is_compliance:
         raise ConfigError(f"{kind} is not a compliance test; only TEST* runs get an audit.config.")
-    lines = rules.audit_lines(kind, model)
+    lines = dict(rules.audit_lines(kind, model))
+    for key, value in lines.items():
+        if key.endswith(".accuracy_log_sampling_target") and sampling_share < 1.0 \
+                and isinstance(value, int | float):
+            lines[key] = max(SHORT_SAMPLING_FLOOR, round(value * sampling_share))
     if kind in SAMPLING_KINDS and not any(k.endswith(".accuracy_log_sampling_target")
                                           for k in lines):
         raise ConfigError(

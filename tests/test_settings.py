@@ -144,3 +144,21 @@ def test_short_mode_keeps_the_durations_and_counts_a_campaign_sets() -> None:
     settings = run_settings(Scenario.OFFLINE, Mode.SHORT, targets)
     assert settings["*.Offline.min_duration"] == 4000
     assert settings["*.Offline.min_query_count"] == 2
+
+
+def test_short_test01_logs_the_official_share_of_its_responses() -> None:
+    from bench.execute import run_files
+    from bench.run import RunSpec
+
+    rules = load_rules("v6.1")
+
+    def files(mode: Mode, duration: int | None) -> str:
+        settings = {"*.Server.min_duration": duration} if duration else {}
+        spec = RunSpec(host="h", benchmark="digits", model="resnet", scenario=Scenario.SERVER,
+                       kind=RunKind.TEST01, mode=mode, round="v6.1", settings=settings)
+        return run_files(spec, rules)["audit.config"]
+
+    # a 60 s short run logs a tenth of the round's 4096 samples; 3 s would be 20: floored at 64
+    assert "*.*.accuracy_log_sampling_target = 410" in files(Mode.SHORT, 60000)
+    assert "*.*.accuracy_log_sampling_target = 64" in files(Mode.SHORT, 3000)
+    assert "*.*.accuracy_log_sampling_target = 4096" in files(Mode.SUBMISSION, None)
