@@ -57,7 +57,9 @@ class Campaign(Strict):
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True
     compliance: bool = True
-    power: bool = False
+    # official: power-dev's server and client with SPEC PTDaemon (hosts.yaml `director:`);
+    # track: subrun's own daemon, never submittable; true: official in submission mode, else track
+    power: bool | Literal["official", "track"] = False
     max_reruns: Annotated[int, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
     output_dir: Path = Path("out")
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
@@ -86,9 +88,16 @@ class Campaign(Strict):
         kinds = [RunKind.PERFORMANCE]
         if self.accuracy:
             kinds.append(RunKind.ACCURACY)
-        if self.power:
+        if self.power_path:
             kinds.append(RunKind.POWER)
         return kinds
+
+    @property
+    def power_path(self) -> Literal["official", "track"] | None:
+        """How power is measured, with `power: true` resolved by the mode; None for no power."""
+        if self.power is True:
+            return "official" if self.mode is Mode.SUBMISSION else "track"
+        return self.power or None
 
     @property
     def store_dir(self) -> Path:

@@ -126,7 +126,7 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
     if record.files:  # collected before the controller stopped: judge what is stored
-        return _judge(record, store, rules, references)
+        return _judge(record, store, rules, references, target)
     handle = remote.find(target, record)
     if handle is None:
         return store.update(record.key, record.attempt, state="lost",
@@ -164,7 +164,7 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     remote.discard(target, handle)
     for line in tail.splitlines():
         log.info("%s | %s", spec.label, line)
-    return _judge(record, store, rules, references)
+    return _judge(record, store, rules, references, target)
 
 
 def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
@@ -179,7 +179,8 @@ def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: Run
 
 
 def _judge(record: RunRecord, store: RunStore, rules: RoundRules,
-           references: Mapping[RunKind, RunRecord] | None) -> RunRecord:
+           references: Mapping[RunKind, RunRecord] | None,
+           target: RunTarget | None = None) -> RunRecord:
     """The final record of a collected attempt: failed with its error, or judged."""
     key, attempt, spec = record.key, record.attempt, record.spec
     done = datetime.now(UTC)
@@ -190,6 +191,8 @@ def _judge(record: RunRecord, store: RunStore, rules: RoundRules,
         compliance = _stored_verification(store, record) or _verify(spec, store, key, attempt,
                                                                     references)
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
+    if target is not None and target.wrap is not None:  # e.g. power-dev's check of its output
+        verdict = target.wrap.judge(store, record, verdict)
     return store.update(key, attempt, state="finished", finished_at=done, exit_status=0,
                         verdict=verdict)
 

@@ -26,6 +26,8 @@ from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
 from power.campaign import execute_power
+from power.official_run import OfficialSetup, execute_official
+from power.readiness import check_official, client_checkout
 from submission.assemble import assemble
 from submission.checker import CheckerOutcome, run_checker
 from submission.index import TreeIndex
@@ -61,6 +63,10 @@ def check_ready(ctx: CampaignContext) -> str:
     if ctx.campaign.power and not ctx.inventory.analyzers:
         raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
                           "`analyzers:` is empty; add one (resource: sim for the simulator).")
+    if ctx.campaign.power_path == "official":
+        power_hosts = sorted({r.spec.host for r in ctx.plan.runs if r.spec.kind is RunKind.POWER})
+        check_official(ctx.inventory, ctx.campaign.inventory, _analyzer(ctx), power_hosts,
+                       _checkout(ctx), host_of=ctx.host)
     return build.version
 
 
@@ -124,13 +130,27 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     target = RunTarget(ctx.host(spec.host), ctx.inventory.host(spec.host),
                        ctx.manifests[spec.benchmark], image.image, image.image_id,
                        ctx.campaign.name)
+    options = ExecuteOptions(max_reruns=ctx.campaign.max_reruns)
+    if spec.kind is RunKind.POWER and ctx.campaign.power_path == "official":
+        checkout = _checkout(ctx)
+        assert checkout is not None  # check_ready refused the campaign otherwise
+        return execute_official(target, planned, ctx.store, ctx.rules, ctx.inventory,
+                                str(_analyzer(ctx)), OfficialSetup(checkout), options)
     if spec.kind is RunKind.POWER:
         analyzer = ctx.inventory.analyzers[0].name
         return execute_power(target, planned, ctx.store, ctx.rules, ctx.inventory, analyzer,
                              short_ranging=ctx.campaign.mode is Mode.SHORT,
                              settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
     return execute(target, planned, ctx.store, ctx.rules, references=_references(ctx, planned),
-                   options=ExecuteOptions(max_reruns=ctx.campaign.max_reruns))
+                   options=options)
+
+
+def _analyzer(ctx: CampaignContext) -> str | None:
+    return ctx.inventory.analyzers[0].name if ctx.inventory.analyzers else None
+
+
+def _checkout(ctx: CampaignContext) -> Path | None:
+    return client_checkout(ctx.inventory, ctx.campaign.power_dev)
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
