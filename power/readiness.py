@@ -90,9 +90,18 @@ def _probe(where: Path, inventory: Inventory, analyzer: str, director: Host) -> 
     except PowerError as e:
         if "is in use" in str(e) or "held by" in str(e):
             return  # another run measures with it right now: it answers
-        _refuse(where, f"power-dev's server could not reach PTDaemon: {e}",
+        _refuse(where, f"power-dev's server could not reach PTDaemon: {_one_line(str(e))}",
                 "set `director.ptd` to the SPEC PTDaemon binary, and the analyzer's "
                 "`port:`, `device_type:` and `device_port:` to what it needs")
+
+
+def _one_line(error: str) -> str:
+    """The error's first line and the server's first logged error (the paragraph stays one)."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    logged = next((line.split("[ERROR]", 1)[1].strip() for line in lines if "[ERROR]" in line),
+                  "")
+    head = lines[0].rstrip(":") if lines else error
+    return f"{head} ({logged})" if logged else head
 
 
 def _refuse(where: Path, problem: str, fix: str) -> None:
