@@ -25,9 +25,9 @@ from lab.errors import ConfigError, ConnectError
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
-from power.campaign import execute_power
 from power.official_run import OfficialSetup, execute_official
 from power.readiness import check_official, client_checkout
+from power.track import execute_track
 from submission.assemble import assemble
 from submission.checker import CheckerOutcome, run_checker
 from submission.index import TreeIndex
@@ -137,9 +137,8 @@ def run(ctx: CampaignContext, planned: PlannedRun,
         return execute_official(target, planned, ctx.store, ctx.rules, ctx.inventory,
                                 str(_analyzer(ctx)), OfficialSetup(checkout), options)
     if spec.kind is RunKind.POWER:
-        analyzer = ctx.inventory.analyzers[0].name
-        return execute_power(target, planned, ctx.store, ctx.rules, ctx.inventory, analyzer,
-                             short_ranging=ctx.campaign.mode is Mode.SHORT,
+        return execute_track(target, planned, ctx.store, ctx.rules, ctx.inventory,
+                             str(_analyzer(ctx)), options=options,
                              settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
     return execute(target, planned, ctx.store, ctx.rules, references=_references(ctx, planned),
                    options=options)
