@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.execute import ExecuteOptions, execute
+from bench.execute import TRANSIENT, ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import RunRecord
@@ -95,6 +95,7 @@ def director_session(inventory: Inventory, analyzer: str, label: str, *, sut: Ho
         with analyzer_lock(config.name, label, lock_dir=setup.lock_dir,
                            timeout_s=setup.lock_wait_s):
             server = _serving(director, plan) or start_power_server(director, plan)
+            keep = False
             try:
                 report = PreflightReport()
                 report.add("PTDaemon answering", True, f"power-dev's server on "
@@ -103,8 +104,12 @@ def director_session(inventory: Inventory, analyzer: str, label: str, *, sut: Ho
                 check_clocks(report, sut, director, "director")
                 report.raise_for_failure(label)
                 yield server
+            except TRANSIENT:
+                keep = True  # the run goes on in its container; the retry reattaches to both
+                raise
             finally:
-                stop_power_server(server)
+                if not keep:
+                    stop_power_server(server)
     finally:
         director.close()
 

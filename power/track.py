@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.execute import ExecuteOptions, execute
+from bench.execute import TRANSIENT, ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import OUTPUT_DIR, Check, RunRecord, Verdict
@@ -152,13 +152,20 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                 client.set_range("A", "Auto")
                 if identity.is_subrun:
                     client.set_load(True)
+                with contextlib.suppress(PowerError):
+                    client.stop()  # one left running by a run interrupted before
                 client.go(1000, mark)
+                keep = False
                 try:
                     yield endpoint.sample_log
+                except TRANSIENT:
+                    keep = True  # the run goes on in its container: keep measuring it
+                    raise
                 finally:
                     with contextlib.suppress(PowerError):
-                        client.stop()
-                        if identity.is_subrun:
+                        if not keep:
+                            client.stop()
+                        if identity.is_subrun and not keep:
                             client.set_load(False)
     finally:
         if host is not target.host:

@@ -131,3 +131,32 @@ def test_refusal_when_power_devs_server_cannot_start_ptdaemon(tmp_path: Path) ->
             update={"port": free_port()})} if inventory.director else {})
         text = _refusal(inventory, tmp_path)
     assert "power-dev's server could not reach PTDaemon" in text and "`director.ptd`" in text
+
+
+def test_a_dropped_link_leaves_power_devs_server_serving_for_the_retry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.errors import ConnectionLost, RunError
+    from lab.host import Detached
+    from lab.local import LocalHost
+    from power import official_run
+    from power.powerdev import PowerServer
+
+    stopped: list[PowerServer] = []
+    monkeypatch.setattr(official_run, "start_power_server", lambda director, plan: PowerServer(
+        director, Detached("local", "power-server-pd-fake", "/nowhere", 1), plan, {}, OURS))
+    monkeypatch.setattr(official_run, "stop_power_server", stopped.append)
+    full = {"power_dev": "/opt/power-dev", "ptd": "/opt/ptd", "ntp_server": "127.0.0.1"}
+    inventory = _inventory(tmp_path, **full).model_copy(update={"analyzers": [
+        AnalyzerConfig(name="pd-fake", port=free_port())]})
+    setup = official_run.OfficialSetup(checkout=tmp_path, lock_dir=tmp_path / "locks")
+    sut = LocalHost("local", str(tmp_path / "work"))
+
+    def session_raising(error: Exception) -> None:
+        with pytest.raises(type(error)), official_run.director_session(
+                inventory, "pd-fake", "lbl", sut=sut, setup=setup):
+            raise error
+
+    session_raising(ConnectionLost("link dropped", host="h2", argv=("docker", "wait")))
+    assert stopped == []  # the client in the container still talks to it
+    session_raising(RunError("the run failed"))
+    assert len(stopped) == 1
