@@ -6,6 +6,7 @@ so `subrun run campaign.yaml` and `prefect deployment run submission/full` valid
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -72,6 +73,16 @@ class Campaign(Strict):
         if value is None or value.is_absolute() or "base_dir" not in context:
             return value
         return Path(context["base_dir"]) / value
+
+    @field_validator("power", mode="before")
+    @classmethod
+    def _power_word(cls, value: object) -> object:
+        words = ("official", "track", "true", "false")
+        if isinstance(value, str) and value.lower() not in words:
+            close = difflib.get_close_matches(value.lower(), words, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"'{value}' is not one of official, track, true, false{hint}")
+        return value
 
     @model_validator(mode="after")
     def _one_entry_per_host(self) -> Campaign:

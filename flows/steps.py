@@ -63,11 +63,17 @@ def check_ready(ctx: CampaignContext) -> str:
     if ctx.campaign.power and not ctx.inventory.analyzers:
         raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
                           "`analyzers:` is empty; add one (resource: sim for the simulator).")
-    if ctx.campaign.power_path == "official":
-        power_hosts = sorted({r.spec.host for r in ctx.plan.runs if r.spec.kind is RunKind.POWER})
-        check_official(ctx.inventory, ctx.campaign.inventory, _analyzer(ctx), power_hosts,
-                       _checkout(ctx), host_of=ctx.host)
+    check_power(ctx)
     return build.version
+
+
+def check_power(ctx: CampaignContext) -> str | None:
+    """Refuse official power without a usable director (the key to set); a note when ready."""
+    if ctx.campaign.power_path != "official":
+        return None
+    power_hosts = sorted({r.spec.host for r in ctx.plan.runs if r.spec.kind is RunKind.POWER})
+    return check_official(ctx.inventory, ctx.campaign.inventory, _analyzer(ctx), power_hosts,
+                          _checkout(ctx), host_of=ctx.host)
 
 
 def controller_engine(ctx: CampaignContext) -> Engine:

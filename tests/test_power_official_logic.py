@@ -36,7 +36,7 @@ def test_power_key_resolves_by_mode(power: object, mode: str, path: str | None) 
 
 
 def test_power_key_refuses_other_words() -> None:
-    with pytest.raises(ValidationError, match="official"):
+    with pytest.raises(ValidationError, match=r"did you mean .official."):
         Campaign.model_validate({"power": "offical", "hosts": [
             {"host": "h", "benchmarks": [{"benchmark": "digits"}]}]})
 
