@@ -28,6 +28,7 @@ from bench.store import RunStore
 from bench.target import RunTarget
 from lab.config import Inventory, Mount
 from lab.errors import PowerError, SubrunError
+from lab.host import Host
 from lab.transport import open_host
 from power import metric, protocol
 from power.client import PtdClient
@@ -157,7 +158,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                 client.go(1000, mark)
                 keep = False
                 try:
-                    yield endpoint.sample_log
+                    yield lambda: _marked_lines(endpoint.host, endpoint.log_path, mark)
                 except TRANSIENT:
                     keep = True  # the run goes on in its container: keep measuring it
                     raise
@@ -170,6 +171,12 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
     finally:
         if host is not target.host:
             host.close()
+
+
+def _marked_lines(host: Host, log_path: str, mark: str) -> str:
+    """The daemon's `-l` log lines of this run only (the log grows run after run)."""
+    return host.run(["grep", "-F", "--", f",Mark,{mark}", log_path], check=False,
+                    timeout_s=120).stdout
 
 
 def _parsed(text: str) -> list[tuple[Sample, str | None]]:
