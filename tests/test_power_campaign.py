@@ -19,6 +19,7 @@ from lab.transport import open_host
 from power.track import execute_track
 from tests.support.official_power import free_port
 from tests.support.targets import provisioned_target
+from tests.test_flow import prefect_api  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.lab
 RULES = load_rules("v6.1")
@@ -59,3 +60,27 @@ def test_power_run_ranging_then_testing_is_stored_and_judged(track_inventory: In
     again = execute_track(target, planned, store, RULES, track_inventory, ANALYZER,
                           lock_dir=tmp_path / "locks")
     assert again.attempt == record.attempt
+
+
+def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
+        prefect_api: None, lab_dir: Path, track_inventory: Inventory,  # noqa: F811
+        tmp_path: Path) -> None:
+    import yaml
+
+    from flows.submission import submission
+    from tests.support.campaigns import write_campaign
+
+    hosts = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
+    hosts["analyzers"] = [a.model_dump(mode="json", exclude_none=True)
+                          for a in track_inventory.analyzers]
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump(hosts, sort_keys=False))
+    path = write_campaign(tmp_path, "track-power", inventory, ["h2"], power=True)  # short
+    summary = submission(campaign_file=str(path))
+    assert summary["runs"] == 3 and summary["passed"] == 3, summary["failed"]
+    store = RunStore(tmp_path / "out" / "track-power" / "store")
+    power = next(r for r in store.runs() if r.spec.kind is RunKind.POWER)
+    assert power.verdict is not None and not power.verdict.submittable
+    assert "tracking only" in next(c.detail for c in power.verdict.checks if c.name == "power")
+    performance = next(Path(summary["tree"]).glob("open/*/results/h2/*/Offline/performance"))
+    assert not (performance / "power").exists()  # subrun's daemon never enters the tree
