@@ -77,6 +77,8 @@ def test_official_power_campaign_on_a_lab_host(prefect_api: None,  # noqa: F811
     identity = next(c for c in power.verdict.checks if c.name == "ptd_identity")
     assert "not SPEC PTDaemon" in identity.detail and "subrun" in identity.detail
     assert 10 < power.verdict.metrics["power_w"] < 1000
+    report_md = (Path(summary["report"]).parent / "report.md").read_text()
+    assert "not SPEC PTDaemon" in report_md  # reported to whoever reads the report, too
 
     folder = store.path(power.key, power.attempt)
     report = parse_check((folder / "power_check.txt").read_text())
