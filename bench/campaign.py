@@ -6,6 +6,7 @@ so `subrun run campaign.yaml` and `prefect deployment run submission/full` valid
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -58,7 +59,9 @@ class Campaign(Strict):
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True
     compliance: bool = True
-    power: bool = False
+    # official: power-dev's server and client with SPEC PTDaemon (hosts.yaml `director:`);
+    # track: subrun's own daemon, never submittable; true: official in submission mode, else track
+    power: bool | Literal["official", "track"] = False
     max_reruns: Annotated[int, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
     output_dir: Path = Path("out")
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
@@ -73,6 +76,16 @@ class Campaign(Strict):
         if value is None or value.is_absolute() or "base_dir" not in context:
             return value
         return Path(context["base_dir"]) / value
+
+    @field_validator("power", mode="before")
+    @classmethod
+    def _power_word(cls, value: object) -> object:
+        words = ("official", "track", "true", "false")
+        if isinstance(value, str) and value.lower() not in words:
+            close = difflib.get_close_matches(value.lower(), words, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"'{value}' is not one of official, track, true, false{hint}")
+        return value
 
     @model_validator(mode="after")
     def _one_entry_per_host(self) -> Campaign:
@@ -89,9 +102,16 @@ class Campaign(Strict):
         kinds = [RunKind.PERFORMANCE]
         if self.accuracy:
             kinds.append(RunKind.ACCURACY)
-        if self.power:
+        if self.power_path:
             kinds.append(RunKind.POWER)
         return kinds
+
+    @property
+    def power_path(self) -> Literal["official", "track"] | None:
+        """How power is measured, with `power: true` resolved by the mode; None for no power."""
+        if self.power is True:
+            return "official" if self.mode is Mode.SUBMISSION else "track"
+        return self.power or None
 
     @property
     def store_dir(self) -> Path:

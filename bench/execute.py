@@ -146,7 +146,7 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
     if record.files:  # collected before the controller stopped: judge what is stored
-        return judge_collected(record, store, rules, references)
+        return judge_collected(record, store, rules, references, target)
     handle = remote.find(target, record)
     if handle is None:
         return store.update(record.key, record.attempt, state="lost",
@@ -184,7 +184,7 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     remote.discard(target, handle)
     for line in tail.splitlines():
         log.info("%s | %s", spec.label, line)
-    return judge_collected(record, store, rules, references)
+    return judge_collected(record, store, rules, references, target)
 
 
 def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
@@ -199,9 +199,11 @@ def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: Run
 
 
 def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
-                    references: Mapping[RunKind, RunRecord] | None) -> RunRecord:
+                    references: Mapping[RunKind, RunRecord] | None,
+                    target: RunTarget | None = None) -> RunRecord:
     """The final record of a collected attempt: failed with its error, or judged (a
-    compliance test verified against references, the attempts it names in its record)."""
+    compliance test verified against references, the attempts it names in its record; a
+    wrapped run, e.g. power-dev's, by its wrapper's check as well)."""
     key, attempt, spec = record.key, record.attempt, record.spec
     done = datetime.now(UTC)
     if record.error or record.exit_status not in (0, None):
@@ -213,6 +215,8 @@ def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
             compliance = _verify(spec, store, key, attempt, references)
             used = {k.value: r.attempt for k, r in (references or {}).items()}
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
+    if target is not None and target.wrap is not None:  # e.g. power-dev's check of its output
+        verdict = target.wrap.judge(store, record, verdict)
     return store.update(key, attempt, state="finished", finished_at=done, exit_status=0,
                         verdict=verdict, **({"references": used} if used else {}))
 

@@ -24,6 +24,7 @@ from bench.settings import PerfTargets, derated, run_settings
 
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
+OFFICIAL_POWER_OVERHEAD_S = 45.0  # power-dev's own: NTP checks and its server's fixed sleeps
 SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer samples
 # Compliance tests compare their performance with the performance run's within 10 %: runs of a
 # second are too noisy for that, so short mode gives compared runs a few seconds.
@@ -143,7 +144,8 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
         else:
             run_s, note = load.run_s(*_minimums(spec, rules, manifest))
         if kind is RunKind.POWER:
-            run_s = 2 * run_s + POWER_OVERHEAD_S  # ranging, then testing
+            run_s = 2 * run_s + (OFFICIAL_POWER_OVERHEAD_S if campaign.power_path == "official"
+                                 else POWER_OVERHEAD_S)  # ranging, then testing
         yield PlannedRun(spec, run_s + RUN_OVERHEAD_S, after, note)
 
 

@@ -25,8 +25,9 @@ from typing import Protocol
 from bench.collect import collect_dir
 from bench.manifest import Manifest
 from bench.native import NATIVE
-from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, RunRecord, RunSpec
-from lab.config import HostConfig
+from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, RunRecord, RunSpec, Verdict
+from bench.store import RunStore
+from lab.config import HostConfig, Mount
 from lab.docker import (
     Container,
     ContainerSpec,
@@ -38,12 +39,33 @@ from lab.docker import (
     stop_container,
     wait_container,
 )
+from lab.errors import RunError
 from lab.host import Detached, Host
 from lab.native import map_paths
 
 LABEL_CAMPAIGN = "org.subrun.campaign"
 LABEL_SPEC = "org.subrun.spec"
 RunStatus = ContainerStatus  # how an attempt ended, in a container or as a native process
+
+
+class RunWrap(Protocol):
+    """A command an attempt's harness runs under, and the judgement it adds. The official power
+    path is one: power-dev's client wraps the LoadGen runs in the container and its own check
+    judges the output, while the attempt keeps the lifecycle of every other run."""
+
+    @property
+    def network(self) -> str:
+        """The container's network ("host": the wrapper reaches a service)."""
+
+    @property
+    def mounts(self) -> tuple[Mount, ...]:
+        """Extra read-only mounts, e.g. the power-dev checkout."""
+
+    def argv(self, harness: list[str]) -> list[str]:
+        """The container's command around the harness's."""
+
+    def judge(self, store: RunStore, record: RunRecord, verdict: Verdict) -> Verdict:
+        """The verdict of a collected attempt with the wrapper's own checks added."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,7 @@ class RunTarget:
     image: str  # the reference containers start from (a native environment's directory)
     image_id: str  # recorded in every run's spec
     campaign: str = "campaign"
+    wrap: RunWrap | None = None
 
     @property
     def runner(self) -> Runner:
@@ -112,9 +135,11 @@ class ContainerRunner:
 
     def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
               labels: Mapping[str, str]) -> Container:
+        wrap = target.wrap
         return start_container(target.host, target.config.docker, ContainerSpec(
             image=target.image, argv=tuple(argv), run_key=rid, run_dir=run_dir,
-            run_mount=RUN_MOUNT, labels=labels))
+            run_mount=RUN_MOUNT, labels=labels, mounts=wrap.mounts if wrap else (),
+            network=wrap.network if wrap else "none"))
 
     def find(self, target: RunTarget, rid: str) -> Container | None:
         return find_container(target.host, target.config.docker, rid)
@@ -169,6 +194,12 @@ def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> RunHan
                      run_dir, OUTPUT_DIR], stdin=_tar(files), timeout_s=60)
     runner = target.runner
     argv = container_argv(target.manifest, spec, runner.paths(target, run_dir))
+    if target.wrap is not None:
+        if runner is not CONTAINERS:
+            raise RunError(f"{spec.label}: host '{target.config.name}' runs benchmarks natively, "
+                           "but this run must be wrapped in a container (official power); give "
+                           "the host a Docker engine (`docker: {engine: true}`).")
+        argv = target.wrap.argv(argv)
     labels = {LABEL_CAMPAIGN: target.campaign, LABEL_SPEC: spec.label.replace("/", ".")}
     return RunHandle(rid, runner.start(target, rid, run_dir, argv, labels))
 

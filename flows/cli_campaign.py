@@ -58,6 +58,19 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"{duration(plan.estimate_s)} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {note}", highlight=False)
+    _check_power(ctx)
+
+
+def _check_power(ctx: CampaignContext) -> None:
+    """Official power is refused here, before Prefect starts, with the key to set."""
+    from flows.steps import check_power
+
+    try:
+        note = guarded(lambda: check_power(ctx))
+    finally:
+        ctx.close()
+    if note:
+        out.print(f"[green]power:[/] {note}", highlight=False)
 
 
 def run_command(campaign: CampaignArg = None,
@@ -67,6 +80,7 @@ def run_command(campaign: CampaignArg = None,
     """Run a campaign end to end on this controller (ephemeral Prefect API; nothing to start)."""
     configure_prefect()
     ctx = _load(campaign)  # validate before Prefect starts
+    _check_power(ctx)
     from flows import progress
     from flows.submission import submission
 

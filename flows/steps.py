@@ -26,7 +26,9 @@ from lab.errors import ConfigError, ConnectError
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
-from power.campaign import execute_power
+from power.official_run import OfficialSetup, execute_official
+from power.readiness import check_official, client_checkout
+from power.track import execute_track
 from submission.assemble import assemble
 from submission.checker import CheckerOutcome, run_checker
 from submission.index import TreeIndex
@@ -62,7 +64,17 @@ def check_ready(ctx: CampaignContext) -> str:
     if ctx.campaign.power and not ctx.inventory.analyzers:
         raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
                           "`analyzers:` is empty; add one (resource: sim for the simulator).")
+    check_power(ctx)
     return build.version
+
+
+def check_power(ctx: CampaignContext) -> str | None:
+    """Refuse official power without a usable director (the key to set); a note when ready."""
+    if ctx.campaign.power_path != "official":
+        return None
+    power_hosts = sorted({r.spec.host for r in ctx.plan.runs if r.spec.kind is RunKind.POWER})
+    return check_official(ctx.inventory, ctx.campaign.inventory, _analyzer(ctx), power_hosts,
+                          _checkout(ctx), host_of=ctx.host)
 
 
 def controller_engine(ctx: CampaignContext) -> Engine:
@@ -125,12 +137,16 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     target = RunTarget(ctx.host(spec.host), ctx.inventory.host(spec.host),
                        ctx.manifests[spec.benchmark], image.image, image.image_id,
                        ctx.campaign.name)
-    if spec.kind is RunKind.POWER:
-        analyzer = ctx.inventory.analyzers[0].name
-        return execute_power(target, planned, ctx.store, ctx.rules, ctx.inventory, analyzer,
-                             short_ranging=ctx.campaign.mode is Mode.SHORT,
-                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
     options = ExecuteOptions(max_reruns=ctx.campaign.max_reruns)
+    if spec.kind is RunKind.POWER and ctx.campaign.power_path == "official":
+        checkout = _checkout(ctx)
+        assert checkout is not None  # check_ready refused the campaign otherwise
+        return execute_official(target, planned, ctx.store, ctx.rules, ctx.inventory,
+                                str(_analyzer(ctx)), OfficialSetup(checkout), options)
+    if spec.kind is RunKind.POWER:
+        return execute_track(target, planned, ctx.store, ctx.rules, ctx.inventory,
+                             str(_analyzer(ctx)), options=options,
+                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
     record = execute(target, planned, ctx.store, ctx.rules,
                      references=_references(ctx, planned), options=options)
     if not spec.kind.is_compliance:
@@ -140,6 +156,14 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     runner = TargetSet(target, same, ctx.store, ctx.rules, options)
     settle(ctx.store, runner.runs(), runner, ctx.campaign.max_reruns)
     return ctx.store.latest(record.key) or record
+
+
+def _analyzer(ctx: CampaignContext) -> str | None:
+    return ctx.inventory.analyzers[0].name if ctx.inventory.analyzers else None
+
+
+def _checkout(ctx: CampaignContext) -> Path | None:
+    return client_checkout(ctx.inventory, ctx.campaign.power_dev)
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:

@@ -225,6 +225,7 @@ class ContainerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()  # extra read-only mounts besides hosts.yaml's
+    network: str = "none"  # "host" only for a run that must reach a service (a power server)
 
     @property
     def name(self) -> str:
@@ -255,7 +256,7 @@ class ContainerStatus:
 
 def container_args(spec: ContainerSpec, settings: DockerSettings, user: str) -> list[str]:
     """The `docker run` arguments for spec under one host's settings (pure, for tests)."""
-    args = ["run", "--detach", "--pull", "never", "--name", spec.name, "--network", "none",
+    args = ["run", "--detach", "--pull", "never", "--name", spec.name, "--network", spec.network,
             "--label", f"{LABEL_MANAGED}=1",
             "--label", f"{LABEL_RUN}={spec.run_key}", "--user", user,
             "--env", "HOME=/tmp", "--shm-size", settings.shm_size,

@@ -135,6 +135,9 @@ def failures(runs: Sequence[StoredRun], index: TreeIndex, precheck: PrecheckRepo
         out.append("None.")
     warnings = index.warnings + [f.line() for f in (precheck.findings if precheck else [])
                                  if f.severity == "warning"]
+    latest = [c.run for row in matrix(runs).values() for c in row.values()]
+    warnings += [f"Run `{r.spec.label}`: {check.detail}" for r in latest if r.record.verdict
+                 for check in r.record.verdict.checks if check.name == "ptd_identity"]
     if warnings:
         out += ["", "Warnings:", ""] + [f"- {w}" for w in warnings]
     return [*out, ""]
