@@ -68,6 +68,7 @@ def run_command(campaign: CampaignArg = None,
     configure_prefect()
     ctx = _load(campaign)  # validate before Prefect starts
     from flows import progress
+    from flows.states import summary_of
     from flows.submission import submission
 
     total = len(ctx.plan.runs)
@@ -82,8 +83,10 @@ def run_command(campaign: CampaignArg = None,
 
         progress.listen(advance)
         try:
-            summary = guarded(lambda: submission(campaign_file=str(campaign) if campaign
-                                                   else None, track_history=history))
+            # the flow run is Failed when a run failed; the summary is its result either way
+            summary = guarded(lambda: summary_of(submission(
+                campaign_file=str(campaign) if campaign else None, track_history=history,
+                return_state=True)))
         finally:
             progress.unlisten(advance)
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")

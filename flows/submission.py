@@ -14,8 +14,9 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, wait
+from prefect.states import State
 from prefect.task_runners import ThreadPoolTaskRunner
-from prefect.utilities.annotations import quote
+from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
@@ -23,6 +24,7 @@ from flows import steps
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.plan_view import plan_markdown
 from flows.progress import CampaignProgress
+from flows.states import campaign_state, run_state
 from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
 from submission.history import plot_trends, record, regressions
 
@@ -31,13 +33,8 @@ TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
 
 def transient_only(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a task only when it failed on a transient fault, never on a wrong result."""
-    try:
-        state.result()
-    except TRANSIENT:
-        return True
-    except Exception:
-        return False
-    return False
+    # a verdict is data (a Failed state holding a RunOutcome), never an exception: no retry
+    return isinstance(state.result(raise_on_failure=False), TRANSIENT)
 
 
 RETRY = {"retries": 2, "retry_delay_seconds": [5, 20], "retry_condition_fn": transient_only,
@@ -61,13 +58,13 @@ def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> An
 
 @task(name="run", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
 def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
-             progress: CampaignProgress) -> steps.RunOutcome:
+             progress: CampaignProgress) -> State[Any]:
     logger = get_run_logger()
     result = steps.outcome(steps.run(ctx, planned, images))
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
-    return result
+    return run_state(result)
 
 
 @task(name="assemble", cache_policy=NO_CACHE)
@@ -78,11 +75,14 @@ def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
 @flow(name="submission", log_prints=True,
       task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
 def submission(campaign_file: str | None = None, campaign: Campaign | None = None,
-               track_history: bool = False) -> dict[str, Any]:
-    """Run a whole campaign and assemble its submission tree (the demo campaign by default)."""
+               track_history: bool = False) -> State[Any]:
+    """Run a whole campaign and assemble its submission tree (the demo campaign by default).
+
+    The flow run ends Completed only when every run passed, else Failed; either way its
+    result is the campaign's summary."""
     ctx = load_context(resolve_campaign(campaign_file, campaign))
     try:
-        return _campaign(ctx, track_history)
+        return campaign_state(_campaign(ctx, track_history))
     finally:
         ctx.close()
 
@@ -101,15 +101,17 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
-    futures: list[PrefectFuture[steps.RunOutcome]] = []
+    futures: list[PrefectFuture[Any]] = []
     for host in hosts:
-        previous: PrefectFuture[steps.RunOutcome] | None = None
+        previous: PrefectFuture[Any] | None = None
         for planned in ctx.plan.for_host(host):
+            # one run at a time per host; a failed run does not stop the host's next ones
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
-                                       wait_for=[previous] if previous else [])
+                                       wait_for=[allow_failure(previous)] if previous else [])
             futures.append(previous)
     wait(futures)
-    outcomes = [f.result() for f in futures if f.state.is_completed()]
+    outcomes = [o for o in (f.state.result(raise_on_failure=False) for f in futures)
+                if isinstance(o, steps.RunOutcome)]
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
     index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]
