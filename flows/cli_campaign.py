@@ -77,7 +77,7 @@ def run_command(campaign: CampaignArg = None,
         job = bar.add_task(f"campaign {ctx.campaign.name}", total=total)
 
         def advance(step: progress.Step) -> None:
-            colour = "green" if step.outcome == "passed" else "red"
+            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
             bar.console.print(f"[{colour}]{step.outcome:>6}[/] {step.label}", highlight=False)
             bar.update(job, completed=step.done)
 

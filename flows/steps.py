@@ -6,7 +6,7 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.assets import verify_assets
@@ -26,6 +26,7 @@ from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
 from power.campaign import execute_power
+from power.lock import lock_holder
 from submission.assemble import assemble
 from submission.checker import CheckerOutcome, run_checker
 from submission.index import TreeIndex
@@ -50,6 +51,7 @@ class RunOutcome:
     state: str
     passed: bool
     reason: str
+    metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -125,12 +127,30 @@ def run(ctx: CampaignContext, planned: PlannedRun,
                        ctx.manifests[spec.benchmark], image.image, image.image_id,
                        ctx.campaign.name)
     if spec.kind is RunKind.POWER:
-        analyzer = ctx.inventory.analyzers[0].name
+        analyzer = ctx.inventory.analyzer_for(spec.host).name  # the one on this host's feed
         return execute_power(target, planned, ctx.store, ctx.rules, ctx.inventory, analyzer,
                              short_ranging=ctx.campaign.mode is Mode.SHORT,
-                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
+                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0,
+                             lock_timeout_s=analyzer_wait_s(ctx))
     return execute(target, planned, ctx.store, ctx.rules, references=_references(ctx, planned),
                    options=ExecuteOptions(max_reruns=ctx.campaign.max_reruns))
+
+
+def analyzer_wait_s(ctx: CampaignContext) -> float:
+    """How long a power run waits for an analyzer another run holds: long enough for every
+    power run of the campaign to take its turn (twice over), since waiting is normal."""
+    return 600.0 + 2 * sum(r.estimate_s for r in ctx.plan.runs if r.spec.kind is RunKind.POWER)
+
+
+def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:
+    """For a power run whose analyzer another run holds now: which analyzer and who holds it."""
+    if planned.spec.kind is not RunKind.POWER:
+        return None
+    analyzer = ctx.inventory.analyzer_for(planned.spec.host).name
+    holder = lock_holder(analyzer)
+    if holder is None:
+        return None
+    return f"analyzer '{analyzer}' is in use by run {holder.get('holder', '?')}"
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
@@ -149,7 +169,7 @@ def outcome(record: RunRecord) -> RunOutcome:
     passed = record.state == "finished" and verdict is not None and verdict.passed
     reason = record.error or (verdict.reason if verdict else "")
     return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
-                      reason)
+                      reason, dict(verdict.metrics) if verdict else {})
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]

@@ -20,7 +20,7 @@ from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
-from flows import steps
+from flows import events, steps
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.plan_view import plan_markdown
 from flows.progress import CampaignProgress
@@ -60,10 +60,15 @@ def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> An
 def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
              progress: CampaignProgress) -> State[Any]:
     logger = get_run_logger()
+    busy = steps.analyzer_busy(ctx, planned)
+    if busy:
+        logger.info("%s waits: %s", planned.label, busy)
+        progress.waiting(planned.label, busy)
     result = steps.outcome(steps.run(ctx, planned, images))
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
+    events.emit(events.run_event(ctx.campaign.name, planned.spec, result))
     return run_state(result)
 
 
@@ -82,7 +87,10 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
     result is the campaign's summary."""
     ctx = load_context(resolve_campaign(campaign_file, campaign))
     try:
-        return campaign_state(_campaign(ctx, track_history))
+        summary = _campaign(ctx, track_history)
+        state = campaign_state(summary)
+        events.emit(events.campaign_event(summary, state.is_completed()))
+        return state
     finally:
         ctx.close()
 
@@ -145,3 +153,4 @@ def _track(ctx: CampaignContext) -> None:
     plot_trends(db, ctx.campaign.output_dir / "trends")
     for regression in regressions(db):
         logger.warning("REGRESSION %s", regression.describe())
+        events.emit(events.regression_event(ctx.campaign.name, regression))

@@ -28,8 +28,9 @@ from power.session import PowerResult
 
 def execute_power(target: RunTarget, planned: PlannedRun, store: RunStore, rules: RoundRules,
                   inventory: Inventory, analyzer: str, *, short_ranging: bool = False,
-                  settle_s: float = 10.0) -> RunRecord:
-    """Bring a power run to a judged record (reusing a finished one)."""
+                  settle_s: float = 10.0, lock_timeout_s: float = 0.0) -> RunRecord:
+    """Bring a power run to a judged record (reusing a finished one); wait up to
+    lock_timeout_s for an analyzer another run holds."""
     spec = planned.spec
     latest = store.latest(spec.key)
     if latest is not None and latest.state == "running":
@@ -53,7 +54,8 @@ def execute_power(target: RunTarget, planned: PlannedRun, store: RunStore, rules
     with tempfile.TemporaryDirectory(prefix="subrun-power-") as tmp:
         out = Path(tmp) / "power-run"
         request = PowerRequest(analyzer=analyzer, label=f"{spec.key}-a{record.attempt}",
-                               out_dir=out, short_ranging=short_ranging, settle_s=settle_s)
+                               out_dir=out, short_ranging=short_ranging, settle_s=settle_s,
+                               lock_timeout_s=lock_timeout_s)
         try:
             result = measure_power(request, workload, sut=target.host, inventory=inventory)
         except (PowerError, RunError) as e:
