@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows import cli_campaign, cli_describe
+from flows import cli_alert, cli_campaign, cli_describe
 from flows.cli_common import err, guarded, out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -16,6 +16,7 @@ hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (h
 app.add_typer(hosts_app, name="hosts")
 cli_describe.register(app)
 cli_campaign.register(app)
+cli_alert.register(app)
 
 
 InventoryArg = Annotated[
