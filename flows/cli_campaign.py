@@ -64,7 +64,7 @@ def run_command(campaign: CampaignArg = None,
                 history: Annotated[bool, typer.Option(help="Record results in the nightly "
                                                       "history and plot trends.")] = False
                 ) -> None:
-    """Run a campaign end to end on this controller (ephemeral Prefect API; nothing to start)."""
+    """Run a campaign end to end from this machine, no server needed; exit 1 if a run failed."""
     configure_prefect()
     ctx = _load(campaign)  # validate before Prefect starts
     from flows import progress
@@ -102,7 +102,7 @@ def run_command(campaign: CampaignArg = None,
 
 
 def status_command(campaign: CampaignArg = None) -> None:
-    """The campaign's run matrix from its run store: done, running, failed, pending, and ETA."""
+    """Show each run of a campaign as done, running, failed or pending, and the time left."""
     from flows.plan_view import duration
     from flows.status import campaign_status, eta_s
 
