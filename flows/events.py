@@ -7,13 +7,14 @@ its payload, so an automation's template can say what happened without reading t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect.events import emit_event
 
 from bench.run import RunSpec
 from flows.steps import RunOutcome
-from submission.history import Regression, headline
+from submission.history import Regression, headline, regressions
 
 
 def run_event(campaign: str, spec: RunSpec, outcome: RunOutcome) -> dict[str, Any]:
@@ -63,3 +64,11 @@ def campaign_event(summary: dict[str, Any], completed: bool) -> dict[str, Any]:
 def emit(event: dict[str, Any]) -> None:
     """Send one event built above to the Prefect API (dropped quietly when there is none)."""
     emit_event(**event)
+
+
+def emit_regressions(campaign: str, db: Path, *, threshold_pct: float = 5.0) -> list[Regression]:
+    """One `subrun.nightly.regression` event per regression in the history; returns them."""
+    found = regressions(db, threshold_pct=threshold_pct)
+    for regression in found:
+        emit(regression_event(campaign, regression))
+    return found

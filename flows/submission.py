@@ -26,7 +26,7 @@ from flows.plan_view import plan_markdown
 from flows.progress import CampaignProgress
 from flows.states import campaign_state, run_state
 from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
-from submission.history import plot_trends, record, regressions
+from submission.history import plot_trends, record
 
 TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
 
@@ -151,6 +151,5 @@ def _track(ctx: CampaignContext) -> None:
     records = [r for r in ctx.store.runs() if r.state == "finished"]
     record(db, ctx.campaign.name, records)
     plot_trends(db, ctx.campaign.output_dir / "trends")
-    for regression in regressions(db):
+    for regression in events.emit_regressions(ctx.campaign.name, db):
         logger.warning("REGRESSION %s", regression.describe())
-        events.emit(events.regression_event(ctx.campaign.name, regression))
