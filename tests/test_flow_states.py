@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,23 @@ def _task_states(flow_run_id: Any) -> dict[str, Any]:
     return asyncio.run(read())
 
 
+def _event(name: str, campaign: str) -> dict[str, Any]:
+    """The payload of the event called name from campaign, once the API has stored it."""
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter
+
+    deadline = time.monotonic() + 120  # events arrive asynchronously; generous when busy
+    while True:
+        with get_client(sync_client=True) as client:
+            page = client.read_events(filter=EventFilter(event=EventNameFilter(name=[name])),
+                                      limit=50)
+        found = [e.payload for e in page.events if e.payload.get("campaign") == campaign]
+        if found or time.monotonic() > deadline:
+            assert found, f"no {name} event from campaign {campaign}"
+            return found[0]
+        time.sleep(1)
+
+
 @pytest.mark.lab
 def test_a_failed_run_fails_its_task_and_the_campaign(prefect_api: None, lab_dir: Path,
                                                       tmp_path: Path) -> None:
@@ -84,6 +102,11 @@ def test_a_failed_run_fails_its_task_and_the_campaign(prefect_api: None, lab_dir
     assert tasks["h2/digits/Offline/performance"].is_failed()
     assert "INVALID" in (tasks["h2/digits/Offline/performance"].message or "")
     assert tasks["h3/digits/Offline/performance"].is_completed()
+    failed = _event("subrun.run.failed", "one-fails")
+    assert (failed["host"], failed["benchmark"], failed["scenario"]) == ("h2", "digits", "Offline")
+    assert failed["run_key"] and "INVALID" in failed["reason"]
+    finished = _event("subrun.campaign.finished", "one-fails")
+    assert finished["completed"] is False and finished["passed"] == 1
 
     passing = write_campaign(tmp_path, "all-pass", lab_dir / "hosts.yaml", ["h3"],
                              accuracy=False)
