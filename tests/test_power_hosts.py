@@ -4,17 +4,24 @@ run waits for the analyzer instead of failing (real lab, real Prefect API, simul
 from __future__ import annotations
 
 import os
+import re
+import socket
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+import power
 from bench.campaign import load_campaign
 from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from flows import progress
+from lab.config import Inventory
+from lab.transport import open_host
 from power.metric import parse_spl
+from power.service import stop_daemon
 from tests.support.campaigns import write_campaign
 from tests.support.power_inventory import with_analyzers
 
@@ -62,3 +69,47 @@ def _analyzer_window(store: RunStore, record: RunRecord) -> tuple[datetime, date
     ranging = parse_spl((folder / "ranging" / "spl.txt").read_text())
     testing = parse_spl((folder / "run_1" / "spl.txt").read_text())
     return ranging[0].time, testing[-1].time
+
+
+def heavy_sim(folder: Path) -> Path:
+    """The shipped WT310E simulation reading about 600 W idle and busy: unmistakable."""
+    text = (Path(power.__file__).parent / "wt310e.yaml").read_text()
+    for item in ("2", "6"):
+        text = re.sub(rf'(VALUE\? {item}", r: "\{{RANDOM\()[^)]*\)', r"\g<1>2.60, 2.70, 1)", text)
+    for item in ("3", "7"):
+        text = re.sub(rf'(VALUE\? {item}", r: "\{{RANDOM\()[^)]*\)', r"\g<1>600.0, 620.0, 1)",
+                      text)
+    path = folder / "heavy-wt310e.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_each_host_is_read_from_its_own_analyzer(prefect_api: None, lab_dir: Path,
+                                                 lab_inventory: Inventory,
+                                                 tmp_path: Path) -> None:
+    from flows.submission import submission
+
+    heavy = f"sim-heavy-{uuid.uuid4().hex[:6]}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path, {"h2": "sim-wt310e", "h3": heavy},
+                               extra=[{"name": heavy, "model": "WT310E", "resource": "sim",
+                                       "host": "local", "port": port,
+                                       "sim_file": str(heavy_sim(tmp_path))}])
+    path = write_campaign(tmp_path, "own-analyzers", inventory, ["h2", "h3"],
+                          accuracy=False, power=True)
+    try:
+        state = submission(campaign_file=str(path), return_state=True)
+    finally:
+        local = open_host(lab_inventory.host("local"))
+        handle = local.find_detached(f"power-daemon-{heavy}")
+        if handle is not None:
+            stop_daemon(local, handle)
+        local.close()
+    assert state.is_completed(), state.message
+    store = RunStore(load_campaign(path).store_dir)
+    watts = {r.spec.host: r.verdict.metrics["power_w"] for r in store.runs()
+             if r.spec.kind is RunKind.POWER and r.verdict is not None}
+    assert watts["h3"] > 500, watts  # the heavy analyzer, on h3's feed
+    assert watts["h2"] < 200, watts  # the shipped simulation: 40 W idle, 145 W busy
