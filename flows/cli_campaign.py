@@ -38,7 +38,7 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
-    from flows.plan_view import duration
+    from flows.plan_view import analyzer_notes, duration
 
     ctx = _load(campaign)
     plan = ctx.plan
@@ -58,6 +58,8 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"{duration(plan.estimate_s)} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {note}", highlight=False)
+    for note in analyzer_notes(plan, ctx.inventory):
+        out.print(f"[yellow]power:[/] {note}", highlight=False)
 
 
 def run_command(campaign: CampaignArg = None,

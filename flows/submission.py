@@ -22,7 +22,7 @@ from bench.campaign import Campaign
 from bench.plan import PlannedRun
 from flows import events, steps
 from flows.context import CampaignContext, load_context, resolve_campaign
-from flows.plan_view import plan_markdown
+from flows.plan_view import analyzer_notes, plan_markdown
 from flows.progress import CampaignProgress
 from flows.states import campaign_state, run_state
 from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
@@ -97,7 +97,8 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
 
 def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     logger = get_run_logger()
-    create_markdown_artifact(plan_markdown(ctx.plan), key="campaign-plan",
+    create_markdown_artifact(plan_markdown(ctx.plan, analyzer_notes(ctx.plan, ctx.inventory)),
+                             key="campaign-plan",
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
     hosts = ctx.plan.hosts()
