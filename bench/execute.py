@@ -72,8 +72,8 @@ def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> b
     """Lost attempts (never ran, or never collected) are run again, a few times at most;
     attempts that ran count against the campaign's re-run bound."""
     attempts = store.attempts(record.key)
-    lost = sum(a.state == "lost" for a in attempts)
-    if record.state == "lost":
+    lost = sum(a.state in ("lost", "cancelled") for a in attempts)  # never judged: run again
+    if record.state in ("lost", "cancelled"):
         return lost <= MAX_LOST_ATTEMPTS
     if len(attempts) - lost > options.max_reruns:
         return False

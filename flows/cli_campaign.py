@@ -17,7 +17,8 @@ CampaignArg = Annotated[
     Path | None,
     typer.Argument(help="Campaign YAML file (default: campaigns/demo.yaml, the embedded demo)."),
 ]
-STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim"}
+STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "cancelled": "magenta",
+               "pending": "dim"}
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.assets import verify_assets
+from bench.cancel import cancel_running
 from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
@@ -151,6 +152,14 @@ def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:
     if holder is None:
         return None
     return f"analyzer '{analyzer}' is in use by run {holder.get('holder', '?')}"
+
+
+def cancel_runs(ctx: CampaignContext) -> list[RunRecord]:
+    """Stop the campaign's runs still in flight on its hosts; they are recorded cancelled."""
+    manifest = next(iter(ctx.manifests.values()))  # finding and stopping a run needs none
+    targets = {h: RunTarget(ctx.host(h), ctx.inventory.host(h), manifest, "", "",
+                            ctx.campaign.name) for h in ctx.plan.hosts()}
+    return cancel_running(targets, ctx.store)
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:

@@ -14,6 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, wait
+from prefect.logging.loggers import flow_run_logger
 from prefect.states import State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
@@ -77,7 +78,22 @@ def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
     return steps.assemble_tree(ctx, descriptions)
 
 
-@flow(name="submission", log_prints=True,
+def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
+    """When the flow run is cancelled: stop its runs on the targets, keep their logs, and
+    record them cancelled (the next start of the campaign runs them again)."""
+    params = flow_run.parameters or {}
+    given = params.get("campaign")
+    campaign = Campaign.model_validate(given) if isinstance(given, dict) else given
+    ctx = load_context(resolve_campaign(params.get("campaign_file"), campaign))
+    try:
+        for record in steps.cancel_runs(ctx):
+            flow_run_logger(flow_run).info("cancelled %s (attempt %s)", record.spec.label,
+                                           record.attempt)
+    finally:
+        ctx.close()
+
+
+@flow(name="submission", log_prints=True, on_cancellation=[stop_runs_in_flight],
       task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
 def submission(campaign_file: str | None = None, campaign: Campaign | None = None,
                track_history: bool = False) -> State[Any]:
