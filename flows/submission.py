@@ -4,6 +4,10 @@ Hosts work in parallel; each host runs one run at a time, in plan order. Only tr
 (a dropped link, an unreachable host, a timeout) are retried, and a retry of a run reattaches to
 its container rather than starting it again. A finished run is never repeated: the run store
 knows it by key, so a killed campaign started again continues where it stopped.
+
+States tell the truth, because automations and dashboards key on them: a run whose verdict is
+not passed is a Failed task run (its outcome stays in the store and the report), and the flow
+run is Completed only when every run passed. A cancelled flow run stops its runs on the targets.
 """
 
 from __future__ import annotations
