@@ -121,5 +121,6 @@ def status_command(campaign: CampaignArg = None) -> None:
                       f"[{style}]{s.state}[/]", s.detail)
     out.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
-    out.print(", ".join(f"{n} {state}" for state, n in counts.items())
+    out.print(", ".join(f"{n} {state}" for state, n in counts.items()
+                        if n or state != "cancelled")  # cancelled only after a cancellation
               + f"; about {duration(eta_s(ctx.plan, statuses))} left.")
