@@ -143,11 +143,18 @@ def analyzer_wait_s(ctx: CampaignContext) -> float:
     return 600.0 + 2 * sum(r.estimate_s for r in ctx.plan.runs if r.spec.kind is RunKind.POWER)
 
 
-def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:
-    """For a power run whose analyzer another run holds now: which analyzer and who holds it."""
+def run_analyzer(ctx: CampaignContext, planned: PlannedRun) -> str | None:
+    """The analyzer a run measures with: its host's, for a power run; else None."""
     if planned.spec.kind is not RunKind.POWER:
         return None
-    analyzer = ctx.inventory.analyzer_for(planned.spec.host).name
+    return ctx.inventory.analyzer_for(planned.spec.host).name
+
+
+def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:
+    """For a power run whose analyzer another run holds now: which analyzer and who holds it."""
+    analyzer = run_analyzer(ctx, planned)
+    if analyzer is None:
+        return None
     holder = lock_holder(analyzer)
     if holder is None:
         return None

@@ -29,6 +29,7 @@ from flows import events, steps
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.plan_view import analyzer_notes, plan_markdown
 from flows.progress import CampaignProgress
+from flows.slots import held, slot_names
 from flows.states import campaign_state, run_state
 from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
 from submission.history import plot_trends, record
@@ -65,11 +66,17 @@ def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> An
 def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
              progress: CampaignProgress) -> State[Any]:
     logger = get_run_logger()
-    busy = steps.analyzer_busy(ctx, planned)
-    if busy:
-        logger.info("%s waits: %s", planned.label, busy)
-        progress.waiting(planned.label, busy)
-    result = steps.outcome(steps.run(ctx, planned, images))
+
+    def waiting(why: str) -> None:
+        logger.info("%s: %s", planned.label, why)
+        progress.waiting(planned.label, why)
+
+    names = slot_names(planned.spec.host, steps.run_analyzer(ctx, planned))
+    with held(names, waiting):  # this host (and analyzer), whatever other campaign asks
+        busy = steps.analyzer_busy(ctx, planned)
+        if busy:
+            waiting(busy)
+        result = steps.outcome(steps.run(ctx, planned, images))
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
