@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
 from lab.config import DEFAULT_INVENTORY
 from lab.yamlfile import load_model
@@ -62,6 +63,8 @@ class Campaign(Strict):
     output_dir: Path = Path("out")
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path
+    # over each benchmark's own: Server audits at a share of the target QPS, e.g. {TEST01: 0.96}
+    compliance_derate: ComplianceDerate = Field(default_factory=dict)
 
     @field_validator("inventory", "output_dir", "inference_repo", "power_dev")
     @classmethod

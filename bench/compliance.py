@@ -15,6 +15,7 @@ compliance accuracy files the checker then reads.
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import tempfile
@@ -270,3 +271,23 @@ def _nondeterministic(reference: Path, compliance_dir: Path, accuracy_dir: Path,
 def _entry_line(entry: dict[str, object]) -> str:
     return (f'{{ "seq_id" : {entry.get("seq_id", 0)}, "qsl_idx" : {entry["qsl_idx"]}, '
             f'"data" : "{entry["data"]}" }}')
+
+
+_SCORE_LINE = re.compile(r"^(reference|test) score\s*=\s*([0-9.eE+-]+)", re.I | re.M)
+
+
+def test_was_faster(kind: RunKind, scenario: Scenario, verify_performance: str) -> bool | None:
+    """Whether a compliance run performed better than its reference, read from the
+    `verify_performance.txt` it was judged by (ours or the official scripts', which print the
+    same two lines); None when the text has no scores. TEST04 scores are rates for every
+    scenario (1e9 / latency for SingleStream and MultiStream); TEST01 and TEST05 compare the
+    latency itself in the latency scenarios."""
+    scores = {m.group(1).lower(): float(m.group(2))
+              for m in _SCORE_LINE.finditer(verify_performance)}
+    if "reference" not in scores or "test" not in scores:
+        return None
+    latency = kind is not RunKind.TEST04 and scenario in (Scenario.SINGLE_STREAM,
+                                                          Scenario.MULTI_STREAM)
+    if latency:
+        return scores["test"] < scores["reference"]
+    return scores["test"] > scores["reference"]

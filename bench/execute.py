@@ -4,13 +4,17 @@ A finished run is never repeated: its key finds it in the run store. An attempt 
 running is reattached by its container label or native process name (after a dropped link or a
 controller crash) and collected, not started again. A connection fault leaves the attempt
 running and propagates, so the caller may retry, which reattaches. An INVALID run whose verdict
-proposes new settings is re-run as a new attempt, up to the campaign's bound.
+proposes new settings is re-run as a new attempt, up to the campaign's bound. Every new attempt
+starts after the host's settle time, so one run's heat and caches do not flow into the next.
+Compliance tests are not re-run here: bench.settle decides which run of a set to repeat.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +25,7 @@ from bench.compliance import ComplianceResult, References, verify
 from bench.loadgen_log import locate_logs
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
-from bench.run import RunKind, RunRecord, RunSpec, Verdict
+from bench.run import RunKind, RunRecord, RunSpec
 from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
@@ -39,6 +43,7 @@ class ExecuteOptions:
     max_reruns: int = 2
     min_timeout_s: float = 300.0
     timeout_factor: float = 5.0  # an attempt may take this many times its estimate
+    again: bool = False  # measure once more even if the run already has a finished attempt
 
 
 def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: RoundRules, *,
@@ -48,6 +53,11 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
     options = options or ExecuteOptions()
     timeout_s = max(options.min_timeout_s, planned.estimate_s * options.timeout_factor)
     latest = store.latest(planned.spec.key)
+    if options.again and latest is not None and latest.state != "running":
+        if not may_measure_again(store.attempts(latest.key), options.max_reruns):
+            return latest
+        spec = (store.standing(latest.key) or latest).spec
+        latest = _new_attempt(target, spec, latest.key, store, rules, references, timeout_s)
     while True:
         if latest is None:
             latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
@@ -68,28 +78,26 @@ def _passed(record: RunRecord) -> bool:
 MAX_LOST_ATTEMPTS = 3  # attempts that never ran (killed before start) beyond max_reruns
 
 
+def measured_attempts(attempts: list[RunRecord]) -> int:
+    """Attempts that really ran on the target: neither lost nor a re-verification."""
+    return sum(a.state not in ("lost", "cancelled") and a.reverifies is None for a in attempts)
+
+
+def may_measure_again(attempts: list[RunRecord], max_reruns: int) -> bool:
+    """Whether the campaign's re-run bound leaves room for one more measurement."""
+    return measured_attempts(attempts) <= max_reruns
+
+
 def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> bool:
     """Lost attempts (never ran, or never collected) are run again, a few times at most;
-    attempts that ran count against the campaign's re-run bound."""
+    attempts that ran count against the campaign's re-run bound, and only an INVALID run whose
+    verdict proposes new settings is re-run here."""
     attempts = store.attempts(record.key)
-    lost = sum(a.state in ("lost", "cancelled") for a in attempts)  # never judged: run again
-    if record.state in ("lost", "cancelled"):
-        return lost <= MAX_LOST_ATTEMPTS
-    if len(attempts) - lost > options.max_reruns:
-        return False
+    if record.state in ("lost", "cancelled"):  # never judged: run again, a few times at most
+        return sum(a.state in ("lost", "cancelled") for a in attempts) <= MAX_LOST_ATTEMPTS
     verdict = record.verdict
-    return verdict is not None and (verdict.retry_settings is not None
-                                    or _only_compliance_timing_failed(verdict))
-
-
-def _only_compliance_timing_failed(verdict: Verdict) -> bool:
-    """A TEST01/TEST04 whose one failure is its +-10 % performance comparison with the
-    performance run: a measurement as noisy as that is run again (within the re-run bound),
-    which is what submitters do by hand; an accuracy mismatch never is."""
-    failing = [c for c in verdict.checks if not c.ok]
-    return (len(failing) == 1 and failing[0].name == "compliance"
-            and failing[0].detail.startswith("performance:")
-            and "accuracy" not in failing[0].detail)
+    return (may_measure_again(attempts, options.max_reruns) and verdict is not None
+            and verdict.retry_settings is not None)
 
 
 def _rerun_spec(record: RunRecord) -> RunSpec:
@@ -110,7 +118,10 @@ def run_files(spec: RunSpec, rules: RoundRules) -> dict[str, str]:
 def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
                  rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
                  timeout_s: float) -> RunRecord:
+    settle_s = target.config.settle_s
+    time.sleep(settle_s)
     record = store.start_attempt(spec, key=key)
+    record = store.update(key, record.attempt, settle_s=settle_s)
     try:
         handle = remote.start(target, record, run_files(spec, rules))
     except TRANSIENT:
@@ -126,7 +137,7 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
     if record.files:  # collected before the controller stopped: judge what is stored
-        return _judge(record, store, rules, references)
+        return judge_collected(record, store, rules, references)
     handle = remote.find(target, record)
     if handle is None:
         return store.update(record.key, record.attempt, state="lost",
@@ -164,7 +175,7 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     remote.discard(target, handle)
     for line in tail.splitlines():
         log.info("%s | %s", spec.label, line)
-    return _judge(record, store, rules, references)
+    return judge_collected(record, store, rules, references)
 
 
 def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,
@@ -178,20 +189,44 @@ def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: Run
     return failed
 
 
-def _judge(record: RunRecord, store: RunStore, rules: RoundRules,
-           references: Mapping[RunKind, RunRecord] | None) -> RunRecord:
-    """The final record of a collected attempt: failed with its error, or judged."""
+def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
+                    references: Mapping[RunKind, RunRecord] | None) -> RunRecord:
+    """The final record of a collected attempt: failed with its error, or judged (a
+    compliance test verified against references, the attempts it names in its record)."""
     key, attempt, spec = record.key, record.attempt, record.spec
     done = datetime.now(UTC)
     if record.error or record.exit_status not in (0, None):
         return store.update(key, attempt, state="failed", finished_at=done)
-    compliance = None
+    compliance, used = None, {}
     if spec.kind.is_compliance:
-        compliance = _stored_verification(store, record) or _verify(spec, store, key, attempt,
-                                                                    references)
+        compliance = _stored_verification(store, record)
+        if compliance is None:
+            compliance = _verify(spec, store, key, attempt, references)
+            used = {k.value: r.attempt for k, r in (references or {}).items()}
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
     return store.update(key, attempt, state="finished", finished_at=done, exit_status=0,
-                        verdict=verdict)
+                        verdict=verdict, **({"references": used} if used else {}))
+
+
+def reverify(store: RunStore, record: RunRecord, rules: RoundRules,
+             references: Mapping[RunKind, RunRecord]) -> RunRecord:
+    """Verify the logs a compliance attempt collected against other reference attempts, as a
+    new attempt of the test: its LoadGen logs are copied, never run again, and its record names
+    the attempt it re-verifies and the references it was verified against."""
+    source = store.path(record.key, record.attempt)
+    fresh = store.start_attempt(record.spec, key=record.key)
+    with tempfile.TemporaryDirectory(prefix="subrun-reverify-") as tmp:
+        for name in record.files:
+            if not name.startswith("verify_"):
+                (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / name, Path(tmp) / name)
+        store.add_files(record.key, fresh.attempt, Path(tmp))
+    store.update(record.key, fresh.attempt, reverifies=record.attempt,
+                 log_tail=record.log_tail, exit_status=record.exit_status)
+    log.info("%s: attempt %d re-verifies the logs of attempt %d against %s",
+             record.spec.label, fresh.attempt, record.attempt,
+             ", ".join(f"{k.value} attempt {r.attempt}" for k, r in references.items()))
+    return judge_collected(store.record(record.key, fresh.attempt), store, rules, references)
 
 
 def _stored_verification(store: RunStore, record: RunRecord) -> ComplianceResult | None:

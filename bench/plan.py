@@ -20,7 +20,7 @@ from bench.manifest import Manifest
 from bench.measured import Measured, MeasuredKey
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
-from bench.settings import PerfTargets, run_settings
+from bench.settings import PerfTargets, derated, run_settings
 
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
@@ -125,9 +125,14 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
                 measured.get((host, manifest.name, Scenario.OFFLINE)))
     labels: dict[RunKind, str] = {}
     for kind in kinds_for(campaign, manifest, rules):
+        own = _short_floor(settings, targets, scenario, kind, campaign.mode)
+        if kind.is_compliance:
+            factors = {**manifest.compliance_derate, **campaign.compliance_derate}
+            own = derated(own, scenario, next(
+                (f for test, f in factors.items() if test == kind.value), 1.0))
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
                        scenario=scenario, kind=kind, mode=campaign.mode, round=campaign.round,
-                       settings=_short_floor(settings, targets, scenario, kind, campaign.mode))
+                       settings=own)
         labels[kind] = spec.label
         after: tuple[str, ...] = ()
         if kind.is_compliance:

@@ -134,3 +134,6 @@ class RunRecord(BaseModel):
     log_tail: str = ""  # last lines of the container/process output
     verdict: Verdict | None = None
     error: str = ""  # why the attempt failed before it could be judged
+    settle_s: float = 0.0  # seconds the host was left idle before this attempt started
+    reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
+    references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against

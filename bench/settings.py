@@ -85,6 +85,17 @@ def run_settings(scenario: Scenario, mode: Mode, targets: PerfTargets,
     return settings
 
 
+def derated(settings: dict[str, Setting], scenario: Scenario, factor: float) -> dict[str, Setting]:
+    """A Server (or Interactive) compliance run's settings at factor x the target QPS: audits
+    are run a little below the performance run's load, as submitters run them, so that the
+    test's own overhead does not push it over the latency bound. Other scenarios unchanged."""
+    key = f"*.{scenario.loadgen}.target_qps"
+    if scenario not in (Scenario.SERVER, Scenario.INTERACTIVE) or factor == 1.0 \
+            or not isinstance(settings.get(key), int | float):
+        return settings
+    return {**settings, key: round(float(settings[key]) * factor, 3)}
+
+
 def check_settings(settings: dict[str, Setting], mode: Mode) -> None:
     """ConfigError if a key is malformed, or lowers an official value in submission mode."""
     for key, value in settings.items():

@@ -20,13 +20,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench.run import RunRecord, RunSpec
+from bench.submitted import standing
 from lab.errors import RunError
 
 RUN_JSON = "run.json"
 ATTEMPT = re.compile(r"^attempt-(\d+)$")
 KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 CHUNK = 1 << 20
-UPDATABLE = frozenset({"state", "finished_at", "exit_status", "log_tail", "verdict", "error"})
+UPDATABLE = frozenset({"state", "finished_at", "exit_status", "log_tail", "verdict", "error",
+                       "settle_s", "reverifies", "references"})
 
 
 class RunStore:
@@ -128,6 +130,11 @@ class RunStore:
             if record.state == "finished" and record.verdict and record.verdict.passed:
                 return record
         return None
+
+    def standing(self, key: str) -> RunRecord | None:
+        """The attempt that stands for the run (bench.submitted): its best passing performance
+        measurement, or the latest passing attempt of any other kind; None when none passed."""
+        return standing(self.attempts(key))
 
     def keys(self) -> list[str]:
         """Keys of every run in the store."""

@@ -6,16 +6,17 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.assets import verify_assets
 from bench.cancel import cancel_running
-from bench.execute import ExecuteOptions, execute
+from bench.execute import ExecuteOptions, execute, reverify
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
 from bench.run import Mode, RunKind, RunRecord
+from bench.settle import ComplianceSet, settle
 from bench.target import RunTarget
 from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
@@ -133,8 +134,47 @@ def run(ctx: CampaignContext, planned: PlannedRun,
                              short_ranging=ctx.campaign.mode is Mode.SHORT,
                              settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0,
                              lock_timeout_s=analyzer_wait_s(ctx))
-    return execute(target, planned, ctx.store, ctx.rules, references=_references(ctx, planned),
-                   options=ExecuteOptions(max_reruns=ctx.campaign.max_reruns))
+    options = ExecuteOptions(max_reruns=ctx.campaign.max_reruns)
+    record = execute(target, planned, ctx.store, ctx.rules,
+                     references=_references(ctx, planned), options=options)
+    if not spec.kind.is_compliance:
+        return record
+    runner = _SetRunner(ctx, target, planned, options)
+    settle(ctx.store, runner.runs, runner, ctx.campaign.max_reruns)
+    return ctx.store.latest(record.key) or record
+
+
+class _SetRunner:
+    """The runs of a compliance test's set, for bench.settle: the performance run and every
+    compliance test of the same host, benchmark and scenario that has run so far."""
+
+    def __init__(self, ctx: CampaignContext, target: RunTarget, test: PlannedRun,
+                 options: ExecuteOptions) -> None:
+        self.ctx, self.target, self.options = ctx, target, options
+        same = [p for p in ctx.plan.for_host(test.spec.host)
+                if (p.spec.benchmark, p.spec.scenario) == (test.spec.benchmark,
+                                                           test.spec.scenario)]
+        self.planned = {p.spec.kind: p for p in same}
+        self.runs = ComplianceSet(
+            performance=self.planned[RunKind.PERFORMANCE].spec.key,
+            tests={k: p.spec.key for k, p in self.planned.items()
+                   if k.is_compliance and ctx.store.latest(p.spec.key) is not None})
+
+    def measure_again(self) -> RunRecord:
+        perf = self.planned[RunKind.PERFORMANCE]
+        again = replace(self.options, again=True)
+        return execute(self.target, perf, self.ctx.store, self.ctx.rules, options=again)
+
+    def rerun(self, test: RunKind) -> RunRecord:
+        planned = self.planned[test]
+        again = replace(self.options, again=True)
+        return execute(self.target, planned, self.ctx.store, self.ctx.rules,
+                       references=_references(self.ctx, planned), options=again)
+
+    def reverify(self, test: RunRecord, performance: RunRecord) -> RunRecord:
+        references = {**_references(self.ctx, self.planned[test.spec.kind]),
+                      RunKind.PERFORMANCE: performance}
+        return reverify(self.ctx.store, test, self.ctx.rules, references)
 
 
 def analyzer_wait_s(ctx: CampaignContext) -> float:
@@ -170,13 +210,21 @@ def cancel_runs(ctx: CampaignContext) -> list[RunRecord]:
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
+    """The standing attempts of the runs a compliance test is compared with."""
     found = {}
     for other in ctx.plan.for_host(planned.spec.host):
         if other.label in planned.after:
-            record = ctx.store.latest_passing(other.spec.key)
+            record = ctx.store.standing(other.spec.key)
             if record is not None:
                 found[other.spec.kind] = record
     return found
+
+
+def final_outcome(ctx: CampaignContext, planned: PlannedRun) -> RunOutcome | None:
+    """A run's outcome once the campaign's runs have ended: settling a compliance set may have
+    measured a performance run again or re-verified a test after its own task returned."""
+    record = ctx.store.standing(planned.spec.key) or ctx.store.latest(planned.spec.key)
+    return outcome(record) if record is not None else None
 
 
 def outcome(record: RunRecord) -> RunOutcome:

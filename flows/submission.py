@@ -138,6 +138,7 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
     futures: list[PrefectFuture[Any]] = []
+    submitted: list[PlannedRun] = []
     for host in hosts:
         previous: PrefectFuture[Any] | None = None
         for planned in ctx.plan.for_host(host):
@@ -145,9 +146,13 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
                                        wait_for=[allow_failure(previous)] if previous else [])
             futures.append(previous)
+            submitted.append(planned)
     wait(futures)
-    outcomes = [o for o in (f.state.result(raise_on_failure=False) for f in futures)
-                if isinstance(o, steps.RunOutcome)]
+    # a run that ended holds its outcome (Completed or Failed); its final word is the store's,
+    # since settling a compliance set may have measured or re-verified it after its task
+    ended = [p for p, f in zip(submitted, futures, strict=True)
+             if isinstance(f.state.result(raise_on_failure=False), steps.RunOutcome)]
+    outcomes = [o for o in (steps.final_outcome(ctx, p) for p in ended) if o is not None]
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
     index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]

@@ -95,6 +95,9 @@ class HostConfig(Strict):
     trust_on_first_use: bool = False
     work_dir: str = "/var/tmp/subrun"
     labels: list[str] = Field(default_factory=list)
+    # idle seconds before every run: one run's heat and caches stay out of the next
+    # (the mobile rules' 5-minute cool-down is settle_s: 300)
+    settle_s: float = Field(default=3.0, ge=0, le=3600)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
     limits: Limits = Field(default_factory=Limits)

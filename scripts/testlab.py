@@ -250,6 +250,7 @@ def write_inventory() -> None:
         "    transport: local",
         f"    work_dir: {LAB / 'hosts' / 'local'}",
         "    labels: [edge]",
+        "    settle_s: 0.5",
         "    system: {system_name: 'subrun test lab controller'}",
         f"    docker: {{docker_host: 'unix://{ctl_sock}', base_image: '{BASE_IMAGE}'}}",
         "    power: {analyzer: sim-wt310e}",
@@ -264,6 +265,7 @@ def write_inventory() -> None:
             f"    known_hosts: {LAB / 'ssh' / 'known_hosts'}",
             f"    work_dir: {LAB / 'hosts' / name}",
             "    labels: [edge]",
+            "    settle_s: 0.5",
             f"    system: {{system_name: 'subrun test lab host {name}'}}",
             f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}, "
             f"base_image: '{BASE_IMAGE}'}}",

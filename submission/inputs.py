@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bench.run import RunKind, RunRecord, RunSpec, Scenario
+from bench.submitted import standing
 
 
 @dataclass(frozen=True)
@@ -88,16 +89,21 @@ def run_label(spec: RunSpec) -> RunLabel:
 
 
 def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True) -> list[StoredRun]:
-    """The latest (passing, by default) attempt of each run, in a stable order."""
-    best: dict[RunLabel, StoredRun] = {}
+    """The standing attempt of each run (bench.submitted: a performance run's best passing
+    measurement, any other run's latest passing attempt), or with passing_only=False the latest
+    attempt whatever its verdict; in a stable order."""
+    groups: dict[RunLabel, list[StoredRun]] = {}
     for run in runs:
-        if passing_only and not run.passed:
-            continue
-        label = run_label(run.spec)
-        current = best.get(label)
-        if current is None or _order(run) > _order(current):
-            best[label] = run
-    return [best[k] for k in sorted(best, key=lambda k: tuple(str(p) for p in k))]
+        groups.setdefault(run_label(run.spec), []).append(run)
+    chosen: dict[RunLabel, StoredRun] = {}
+    for label, group in groups.items():
+        if passing_only:
+            record = standing(r.record for r in group)
+            if record is not None:
+                chosen[label] = next(r for r in group if r.record is record)
+        else:
+            chosen[label] = max(group, key=_order)
+    return [chosen[k] for k in sorted(chosen, key=lambda k: tuple(str(p) for p in k))]
 
 
 def _order(run: StoredRun) -> tuple[str, int]:

@@ -83,6 +83,7 @@ def render_markdown(data: ReportInput, facts: Sequence[ResultFacts],
     out += sections.outcome(data.precheck, data.checker, data.tarball, index)
     out += sections.run_matrix(matrix(data.runs))
     out += sections.metrics(facts)
+    out += sections.audits(data.runs)
     if figures:
         out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
     out += sections.failures(data.runs, index, data.precheck, data.checker)

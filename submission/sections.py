@@ -10,7 +10,7 @@ from bench.run import RunKind
 from submission.checker import CheckerOutcome
 from submission.facts import ResultFacts, RunCell, matrix
 from submission.index import TreeIndex
-from submission.inputs import StoredRun
+from submission.inputs import StoredRun, latest_attempts
 from submission.precheck import PrecheckReport
 from submission.tarball import Tarball
 
@@ -59,6 +59,35 @@ def _cell(cell: RunCell | None) -> str:
         return f"pass{tries}"
     why = (record.verdict.reason if record.verdict else record.error) or record.state
     return f"**FAIL**{tries}: {_short(why)}"
+
+
+def audits(runs: Sequence[StoredRun]) -> list[str]:
+    """How the compliance tests were run and judged: Server audits below the performance run's
+    target QPS (derating), and tests verified again against a new performance measurement."""
+    latest = latest_attempts(runs, passing_only=False)
+    perf = {(r.spec.host, r.spec.benchmark, r.spec.scenario): r for r in latest
+            if r.spec.kind is RunKind.PERFORMANCE}
+    lines = []
+    for run in latest:
+        spec, record = run.spec, run.record
+        if not spec.kind.is_compliance:
+            continue
+        where = f"{spec.host}/{spec.benchmark}/{spec.scenario.value} {spec.kind.value}"
+        key = f"*.{spec.scenario.loadgen}.target_qps"
+        reference = perf.get((spec.host, spec.benchmark, spec.scenario))
+        ours, theirs = spec.settings.get(key), reference.spec.settings.get(key) if reference \
+            else None
+        if isinstance(ours, int | float) and isinstance(theirs, int | float) and ours != theirs:
+            lines.append(f"| {where} | target_qps {ours:g} ({ours / theirs:.2f} x {theirs:g}) |")
+        if record.reverifies is not None:
+            against = record.references.get(RunKind.PERFORMANCE.value)
+            lines.append(f"| {where} | attempt {record.attempt}: the logs of attempt "
+                         f"{record.reverifies} verified again against performance attempt "
+                         f"{against} |")
+    if not lines:
+        return []
+    return ["## Compliance audits", "", "| test | how it was run and judged |", "|---|---|",
+            *lines, ""]
 
 
 def metrics(facts: Sequence[ResultFacts]) -> list[str]:

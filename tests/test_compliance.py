@@ -4,7 +4,6 @@ scripts' agreement with it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -17,13 +16,14 @@ from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, ShortMode, audit_config, run_settings, user_conf
 from bench.verdict import judge_dir
 from tests.support.loadgen_run import TinySut, run_loadgen, score_accuracy
+from tests.support.official import INFERENCE
 
 RULES = load_rules("v6.1")
 SETTINGS = run_settings(Scenario.OFFLINE, Mode.SHORT, PerfTargets(target_qps=6000),
                         ShortMode(min_duration_ms=500))
 SUT = TinySut(sample_time_us=250)  # about 4000 samples/s: Offline runs last about 0.8 s
 NOISY = TinySut(sample_time_us=250, deterministic=False)
-INFERENCE = os.environ.get("SUBRUN_INFERENCE_REPO")
+
 
 
 def spec_for(kind: RunKind) -> RunSpec:

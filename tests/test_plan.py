@@ -142,3 +142,22 @@ def test_measured_in_ignores_runs_that_did_not_finish(tmp_path: Path) -> None:
     later = store.start_attempt(store.latest(key).spec, key=key)  # type: ignore[union-attr]
     store.update(key, later.attempt, state="failed", error="container exited 137")
     assert measured_in(store)[("a", "digits", Scenario.OFFLINE)].samples_per_s == 6000
+
+
+def test_server_audits_run_at_the_derated_target_qps() -> None:
+    def server_targets(plan) -> dict[RunKind, object]:  # type: ignore[no-untyped-def]
+        return {r.spec.kind: r.spec.settings.get("*.Server.target_qps") for r in plan.runs
+                if r.spec.scenario is Scenario.SERVER}
+
+    # digits' benchmark.yaml: TEST01 at 0.96 and TEST04 at 0.97 of the performance run's 1000
+    assert server_targets(demo_plan()) == {
+        RunKind.PERFORMANCE: 1000.0, RunKind.ACCURACY: 1000.0, RunKind.TEST01: 960.0,
+        RunKind.TEST04: 970.0, RunKind.POWER: 1000.0}
+    # the campaign's own factor wins; other scenarios never change
+    plan = demo_plan(compliance_derate={"TEST01": 0.9})
+    assert server_targets(plan)[RunKind.TEST01] == 900.0
+    offline = {r.spec.settings.get("*.Offline.target_qps") for r in plan.runs
+               if r.spec.scenario is Scenario.OFFLINE}
+    assert len(offline) == 1
+    with pytest.raises(ValueError, match="compliance_derate"):
+        Campaign.model_validate({"hosts": [{"host": "a"}], "compliance_derate": {"TEST01": 2}})

@@ -24,10 +24,11 @@ from power.director import OfficialPowerRequest, measure_official
 from power.official import run_power_check
 from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
+from tests.support.official import POWER_DEV
 from tests.support.official_power import free_port, official_power_run
 from tests.support.power_workload import loadgen_workload
 
-CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
+CHECKOUT = str(POWER_DEV) if POWER_DEV else None
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout "
                                     "of mlcommons/power-dev to run the official-path test")
 

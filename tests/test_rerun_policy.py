@@ -1,5 +1,6 @@
-"""Which finished attempts are run again: INVALID runs with proposed settings, lost attempts,
-and compliance tests whose only failure is the performance comparison; never a wrong answer."""
+"""Which finished attempts execute runs again: INVALID runs with proposed settings and lost
+attempts; never a wrong answer, and never a compliance test's timing comparison, which
+bench.settle resolves (tests/test_settle.py), and which settling classifies here."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from bench.execute import ExecuteOptions, _may_rerun
 from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Verdict
+from bench.settle import timing_only
 from bench.store import RunStore
 
 SPEC = RunSpec(host="h", benchmark="digits", model="resnet", scenario=Scenario.OFFLINE,
@@ -28,7 +30,7 @@ def failed(detail: str, name: str = "compliance") -> Verdict:
 
 
 @pytest.mark.parametrize(("verdict", "rerun"), [
-    (failed("performance: TEST FAIL: Test score invalid (outside +-10%)"), True),
+    (failed("performance: TEST FAIL: Test score invalid (outside +-10%)"), False),
     (failed("accuracy: responses differ from the accuracy run's"), False),
     (failed("performance: TEST FAIL; accuracy (non-deterministic check): 70.0 < 76.3"), False),
     (failed("LoadGen judged the run INVALID", name="valid"), False),
@@ -40,6 +42,16 @@ def test_what_is_run_again(verdict: Verdict, rerun: bool, tmp_path: Path) -> Non
     assert _may_rerun(store, record, ExecuteOptions(max_reruns=1)) is rerun
     second = attempt(store, "finished", verdict)
     assert not _may_rerun(store, second, ExecuteOptions(max_reruns=1))  # the bound holds
+
+
+@pytest.mark.parametrize(("verdict", "settles"), [
+    (failed("performance: TEST FAIL: Test score invalid (outside +-10%)"), True),
+    (failed("accuracy: responses differ from the accuracy run's"), False),
+    (failed("performance: TEST FAIL; accuracy (non-deterministic check): 70.0 < 76.3"), False),
+    (failed("LoadGen judged the run INVALID", name="valid"), False),
+])
+def test_what_settling_may_repeat(verdict: Verdict, settles: bool, tmp_path: Path) -> None:
+    assert timing_only(attempt(RunStore(tmp_path), "finished", verdict)) is settles
 
 
 def test_lost_attempts_do_not_use_up_reruns_but_are_bounded(tmp_path: Path) -> None:

@@ -17,17 +17,17 @@ from lab.errors import ConfigError
 from submission.assemble import TreeRequest, assemble
 from submission.checker import (
     checker_command,
-    inference_repo_from_env,
     parse_checker_output,
     run_checker,
 )
 from submission.inputs import SystemInput
 from submission.precheck import precheck
+from tests.support.official import INFERENCE
 from tests.support.submission_runs import real_runs, runs_of, tiny_benchmark
 from tests.test_submission_precheck import SYSTEM
 
 SAMPLES = Path(__file__).parent / "samples" / "submission"
-REPO = inference_repo_from_env()
+REPO = INFERENCE
 needs_repo = pytest.mark.skipif(REPO is None, reason="set SUBRUN_INFERENCE_REPO to a checkout of "
                                 "mlcommons/inference to run its submission checker")
 RULES = load_rules("v6.1")
@@ -100,9 +100,10 @@ def test_checker_on_a_tree_of_real_short_runs(tmp_path: Path, closed_tree: Path)
 
 
 @needs_repo
-def test_open_tree_of_real_short_runs(tmp_path: Path) -> None:
+def test_open_tree_of_real_short_runs(tmp_path: Path,
+                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     assert REPO is not None
-    store = real_runs(tmp_path.parent.parent / "submission-runs")
+    store = real_runs(tmp_path_factory.getbasetemp() / "submission-runs")
     root = tmp_path / "tree"
     request = TreeRequest(root=root, division="open", submitter="ACME", round="v6.1")
     system = {**SYSTEM, "division": "open"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,16 @@ from bench.rules import load_rules
 from bench.store import RunStore
 from bench.verdict import judge_dir
 from submission.assemble import TreeRequest, assemble
-from submission.checker import inference_repo_from_env, run_checker
+from submission.checker import run_checker
 from submission.inputs import StoredRun, SystemInput
 from submission.precheck import precheck
+from tests.support.official import INFERENCE, POWER_DEV
 from tests.support.official_power import official_power_run
 from tests.support.submission_runs import real_runs, runs_of, spec_for, tiny_benchmark
 from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 from tests.test_submission_precheck import SYSTEM
 
-CHECKOUT = os.environ.get("SUBRUN_POWER_DEV")
+CHECKOUT = str(POWER_DEV) if POWER_DEV else None
 RULES = load_rules("v6.1")
 POWER_FILES = {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
                          "server.log"},
@@ -73,7 +73,7 @@ def test_official_power_output_enters_the_tree_byte_for_byte(
     report = precheck(root, RULES)
     assert not [f for f in report.findings if f.result.endswith("Offline")], report.summary()
 
-    repo = inference_repo_from_env()
+    repo = INFERENCE
     if repo is None:
         return
     outcome = run_checker(root, repo, "v6.1", work_dir=tmp_path / "checker")

@@ -106,3 +106,28 @@ def test_a_run_that_never_passed_is_listed(tmp_path: Path, runs: list[StoredRun]
     assert "container exited 137" in report.markdown
     assert f"Result local/tiny/{scenario} left out: no passing accuracy run" in report.markdown
     assert "Latest attempts: accuracy: container exited 137" in report.markdown
+
+
+def test_audits_name_derated_targets_and_reverified_tests(tmp_path: Path) -> None:
+    from bench.run import Check, Scenario, Verdict
+    from bench.store import RunStore
+    from submission.sections import audits
+    from tests.support.submission_runs import spec_for
+
+    store = RunStore(tmp_path / "store")
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "mlperf_log_summary.txt").write_text("stand-in\n")
+    ok = Verdict(passed=True, checks=[Check(name="compliance", ok=True)])
+    store.add_attempt(spec_for("Offline", "performance"), files, verdict=ok)
+    perf = spec_for("Offline", "performance").model_copy(
+        update={"scenario": Scenario.SERVER, "settings": {"*.Server.target_qps": 1000}})
+    test01 = perf.model_copy(update={"kind": RunKind.TEST01,
+                                     "settings": {"*.Server.target_qps": 960.0}})
+    store.add_attempt(perf, files, verdict=ok)
+    store.add_attempt(test01, files, verdict=ok)
+    store.add_attempt(test01, files, verdict=ok, reverifies=1, references={"performance": 2})
+    text = "\n".join(audits(runs_of(store)))
+    assert "local/tiny/Server TEST01 | target_qps 960 (0.96 x 1000)" in text
+    assert "attempt 2: the logs of attempt 1 verified again against performance attempt 2" in text
+    assert "Offline" not in text
