@@ -80,7 +80,7 @@ MAX_LOST_ATTEMPTS = 3  # attempts that never ran (killed before start) beyond ma
 
 def measured_attempts(attempts: list[RunRecord]) -> int:
     """Attempts that really ran on the target: neither lost nor a re-verification."""
-    return sum(a.state != "lost" and a.reverifies is None for a in attempts)
+    return sum(a.state not in ("lost", "cancelled") and a.reverifies is None for a in attempts)
 
 
 def may_measure_again(attempts: list[RunRecord], max_reruns: int) -> bool:
@@ -93,8 +93,8 @@ def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> b
     attempts that ran count against the campaign's re-run bound, and only an INVALID run whose
     verdict proposes new settings is re-run here."""
     attempts = store.attempts(record.key)
-    if record.state == "lost":
-        return sum(a.state == "lost" for a in attempts) <= MAX_LOST_ATTEMPTS
+    if record.state in ("lost", "cancelled"):  # never judged: run again, a few times at most
+        return sum(a.state in ("lost", "cancelled") for a in attempts) <= MAX_LOST_ATTEMPTS
     verdict = record.verdict
     return (may_measure_again(attempts, options.max_reruns) and verdict is not None
             and verdict.retry_settings is not None)

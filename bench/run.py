@@ -126,7 +126,7 @@ class RunRecord(BaseModel):
     spec: RunSpec
     key: str
     attempt: int
-    state: Literal["running", "finished", "failed", "lost"]
+    state: Literal["running", "finished", "failed", "lost", "cancelled"]
     started_at: datetime
     finished_at: datetime | None = None
     exit_status: int | None = None

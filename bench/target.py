@@ -90,7 +90,7 @@ class RunTarget:
 class RunHandle:
     """A started attempt: its run id, and the container or native process running it."""
 
-    run_key: str  # run_id(record): the run directory's name, container label, process name
+    run_key: str  # run_id(): the run directory's name, container label, process name
     process: Container | Detached
 
     @property
@@ -164,9 +164,11 @@ class ContainerRunner:
 CONTAINERS = ContainerRunner()
 
 
-def run_id(record: RunRecord) -> str:
-    """The name of one attempt on the target: container label and run directory."""
-    return f"{record.key}-a{record.attempt}"
+def run_id(target: RunTarget, record: RunRecord) -> str:
+    """The name of one attempt on the target: container name and label, process name, run
+    directory. It carries the campaign: two campaigns that plan the same run on one host
+    (the same key) never clash on a name nor remove each other's runs."""
+    return f"{target.campaign}-{record.key}-a{record.attempt}"
 
 
 def remote_run_dir(target: RunTarget, rid: str) -> str:
@@ -187,7 +189,7 @@ def container_argv(manifest: Manifest, spec: RunSpec,
 def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> RunHandle:
     """Write the run directory (user.conf, audit.config for compliance only) and start it."""
     spec = record.spec
-    rid = run_id(record)
+    rid = run_id(target, record)
     run_dir = remote_run_dir(target, rid)
     # one round trip: a fresh directory, its output folder, and the run's files from a tar
     target.host.run(["sh", "-c", 'rm -rf "$1" && mkdir -p "$1/$2" && tar -x -C "$1"', "sh",
@@ -218,7 +220,7 @@ def _tar(files: Mapping[str, str]) -> bytes:
 
 def find(target: RunTarget, record: RunRecord) -> RunHandle | None:
     """The container or process of an attempt, if the target still has it (reattachment)."""
-    rid = run_id(record)
+    rid = run_id(target, record)
     process = target.runner.find(target, rid)
     return RunHandle(rid, process) if process is not None else None
 

@@ -8,14 +8,21 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows import cli_campaign, cli_describe
+from flows import cli_alert, cli_campaign, cli_describe
 from flows.cli_common import err, guarded, out
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+HELP = ("Run MLPerf Inference submission campaigns on your lab machines, end to end.\n\n"
+        "Plan a campaign, run it (performance, accuracy, compliance and power runs, each judged "
+        "as it ends), follow its status, and get a submission tree ready for the MLCommons "
+        "checker. Start with `subrun run` (the demo campaign on this machine) or `subrun plan "
+        "CAMPAIGN.yaml`.")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (hosts.yaml).")
 app.add_typer(hosts_app, name="hosts")
 cli_describe.register(app)
 cli_campaign.register(app)
+cli_alert.register(app)
 
 
 InventoryArg = Annotated[

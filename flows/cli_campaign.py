@@ -17,7 +17,8 @@ CampaignArg = Annotated[
     Path | None,
     typer.Argument(help="Campaign YAML file (default: campaigns/demo.yaml, the embedded demo)."),
 ]
-STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "pending": "dim"}
+STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "cancelled": "magenta",
+               "pending": "dim"}
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +39,7 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
-    from flows.plan_view import duration
+    from flows.plan_view import analyzer_notes, duration
 
     ctx = _load(campaign)
     plan = ctx.plan
@@ -58,6 +59,8 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"{duration(plan.estimate_s)} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {note}", highlight=False)
+    for note in analyzer_notes(plan, ctx.inventory):
+        out.print(f"[yellow]power:[/] {note}", highlight=False)
     _check_power(ctx)
 
 
@@ -77,11 +80,12 @@ def run_command(campaign: CampaignArg = None,
                 history: Annotated[bool, typer.Option(help="Record results in the nightly "
                                                       "history and plot trends.")] = False
                 ) -> None:
-    """Run a campaign end to end on this controller (ephemeral Prefect API; nothing to start)."""
+    """Run a campaign end to end from this machine, no server needed; exit 1 if a run failed."""
     configure_prefect()
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
     from flows import progress
+    from flows.states import summary_of
     from flows.submission import submission
 
     total = len(ctx.plan.runs)
@@ -90,14 +94,16 @@ def run_command(campaign: CampaignArg = None,
         job = bar.add_task(f"campaign {ctx.campaign.name}", total=total)
 
         def advance(step: progress.Step) -> None:
-            colour = "green" if step.outcome == "passed" else "red"
+            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
             bar.console.print(f"[{colour}]{step.outcome:>6}[/] {step.label}", highlight=False)
             bar.update(job, completed=step.done)
 
         progress.listen(advance)
         try:
-            summary = guarded(lambda: submission(campaign_file=str(campaign) if campaign
-                                                   else None, track_history=history))
+            # the flow run is Failed when a run failed; the summary is its result either way
+            summary = guarded(lambda: summary_of(submission(
+                campaign_file=str(campaign) if campaign else None, track_history=history,
+                return_state=True)))
         finally:
             progress.unlisten(advance)
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
@@ -113,7 +119,7 @@ def run_command(campaign: CampaignArg = None,
 
 
 def status_command(campaign: CampaignArg = None) -> None:
-    """The campaign's run matrix from its run store: done, running, failed, pending, and ETA."""
+    """Show each run of a campaign as done, running, failed or pending, and the time left."""
     from flows.plan_view import duration
     from flows.status import campaign_status, eta_s
 
@@ -129,5 +135,6 @@ def status_command(campaign: CampaignArg = None) -> None:
                       f"[{style}]{s.state}[/]", s.detail)
     out.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
-    out.print(", ".join(f"{n} {state}" for state, n in counts.items())
+    out.print(", ".join(f"{n} {state}" for state, n in counts.items()
+                        if n or state != "cancelled")  # cancelled only after a cancellation
               + f"; about {duration(eta_s(ctx.plan, statuses))} left.")

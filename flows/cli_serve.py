@@ -10,7 +10,8 @@ import typer
 from flows.cli_common import err, guarded, out
 from flows.environment import configure_prefect
 
-server_app = typer.Typer(no_args_is_help=True, help="A local Prefect server on 127.0.0.1.")
+server_app = typer.Typer(no_args_is_help=True, help="Start or stop a local Prefect server on "
+                         "127.0.0.1 (deployments and schedules need one).")
 PortOpt = Annotated[int, typer.Option(help="Port on 127.0.0.1.")]
 CronOpt = Annotated[str, typer.Option(help="Cron of the nightly deployment.")]
 ZoneOpt = Annotated[str, typer.Option(help="Time zone of the nightly cron.")]

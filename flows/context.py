@@ -69,9 +69,20 @@ def load_context(campaign: Campaign) -> CampaignContext:
     inventory = load_inventory(campaign.inventory)
     for host_plan in campaign.hosts:
         inventory.host(host_plan.host)  # an unknown host name fails here, with a suggestion
+        if campaign.power:
+            _require_analyzer(inventory, campaign, host_plan.host)
     rules = load_rules(campaign.round)
     names = {b.benchmark for h in campaign.hosts for b in h.benchmarks}
     manifests = {name: load_manifest(name) for name in sorted(names)}
     store = RunStore(campaign.store_dir)
     plan = make_plan(campaign, manifests, rules, measured_in(store))
     return CampaignContext(campaign, inventory, rules, manifests, plan, store)
+
+
+def _require_analyzer(inventory: Inventory, campaign: Campaign, host: str) -> None:
+    """Refuse at plan time a power campaign on a host no analyzer measures."""
+    try:
+        inventory.analyzer_for(host)
+    except ConfigError as e:
+        raise ConfigError(f"{campaign.inventory or 'hosts.yaml'}: campaign '{campaign.name}' "
+                          f"asks for power runs on host '{host}'. {e}") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from bench.plan import Plan
+from bench.run import RunKind
+from lab.config import Inventory
 
 
 def duration(seconds: float) -> str:
@@ -22,7 +24,23 @@ def plan_rows(plan: Plan) -> list[dict[str, str]]:
              "estimate": duration(r.estimate_s), "note": r.assumption} for r in plan.runs]
 
 
-def plan_markdown(plan: Plan) -> str:
+def analyzer_notes(plan: Plan, inventory: Inventory) -> list[str]:
+    """Which analyzer measures each host's power runs, and which hosts take turns on one."""
+    hosts: dict[str, list[str]] = {}
+    for host in plan.hosts():
+        if any(r.spec.kind is RunKind.POWER for r in plan.for_host(host)):
+            hosts.setdefault(inventory.analyzer_for(host).name, []).append(host)
+    notes = []
+    for analyzer, names in sorted(hosts.items()):
+        if len(names) > 1:
+            notes.append(f"hosts {', '.join(names)} share analyzer '{analyzer}': their power runs "
+                         "take turns, and a power run may wait for another host's")
+        else:
+            notes.append(f"host {names[0]}'s power is read from analyzer '{analyzer}'")
+    return notes
+
+
+def plan_markdown(plan: Plan, notes: list[str] | None = None) -> str:
     """The plan as Markdown: per-host tables, totals, and the wall-time estimate."""
     c = plan.campaign
     lines = [f"# Campaign {c.name}: {len(plan.runs)} runs, about {duration(plan.estimate_s)}",
@@ -34,6 +52,6 @@ def plan_markdown(plan: Plan) -> str:
         lines += [f"| {r.spec.benchmark} | {r.spec.scenario.value} | {r.spec.kind.value} | "
                   f"{duration(r.estimate_s)} |" for r in plan.for_host(host)]
         lines.append("")
-    notes = sorted({r.assumption for r in plan.runs if r.assumption})
-    lines += [f"- {note}" for note in notes]
+    found = sorted({r.assumption for r in plan.runs if r.assumption}) + (notes or [])
+    lines += [f"- {note}" for note in found]
     return "\n".join(lines) + "\n"

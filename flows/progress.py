@@ -16,7 +16,7 @@ class Step:
     """One finished unit of work: a run (or a provisioning step) and how it ended."""
 
     label: str
-    outcome: str  # "passed", "failed", "skipped", "reused"
+    outcome: str  # "passed", "failed", "skipped", "reused", "waiting" (not finished yet)
     done: int
     total: int
 
@@ -45,6 +45,12 @@ class CampaignProgress:
         created = create_progress_artifact(progress=0.0, key="campaign-progress",
                                            description=description)
         self._artifact = cast(UUID, created)  # sync call site: the UUID, not a coroutine
+
+    def waiting(self, label: str, why: str) -> None:
+        """Tell listeners a run waits for a slot (an analyzer); waiting is normal, not failure."""
+        step = Step(f"{label}: {why}", "waiting", self.done, self.total)
+        for listener in list(_listeners):
+            listener(step)
 
     def finished(self, label: str, outcome: str) -> None:
         """Record one finished run."""

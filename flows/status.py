@@ -19,14 +19,14 @@ Identity = tuple[str, str, str, str, str, str]
 @dataclass(frozen=True)
 class RunStatus:
     planned: PlannedRun
-    state: str  # done, failed, running, pending
+    state: str  # done, failed, running, cancelled (runs again), pending
     record: RunRecord | None
 
     @property
     def detail(self) -> str:
         if self.record is None:
             return ""
-        if self.state == "failed":
+        if self.state in ("failed", "cancelled"):
             verdict = self.record.verdict
             return self.record.error or (verdict.reason if verdict else "")
         return f"attempt {self.record.attempt}"
@@ -53,8 +53,8 @@ def campaign_status(plan: Plan, store: RunStore) -> list[RunStatus]:
 def _status(run: PlannedRun, record: RunRecord | None) -> RunStatus:
     if record is None:
         return RunStatus(run, "pending", None)
-    if record.state == "running":
-        return RunStatus(run, "running", record)
+    if record.state in ("running", "cancelled"):
+        return RunStatus(run, record.state, record)
     passed = record.state == "finished" and record.verdict is not None and record.verdict.passed
     return RunStatus(run, "done" if passed else "failed", record)
 
@@ -75,7 +75,7 @@ def eta_s(plan: Plan, statuses: list[RunStatus]) -> float:
     scaled by the pace of the runs that finished."""
     left: dict[str, float] = {}
     for status in statuses:
-        if status.state in ("pending", "running"):
+        if status.state in ("pending", "running", "cancelled"):
             host = status.planned.spec.host
             left[host] = left.get(host, 0.0) + status.planned.estimate_s
     return max(left.values(), default=0.0) * pace(statuses)

@@ -6,10 +6,11 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.assets import verify_assets
+from bench.cancel import cancel_running
 from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
@@ -26,6 +27,7 @@ from lab.errors import ConfigError, ConnectError
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
+from power.lock import lock_holder
 from power.official_run import OfficialSetup, execute_official
 from power.readiness import check_official, client_checkout
 from power.track import execute_track
@@ -53,6 +55,7 @@ class RunOutcome:
     state: str
     passed: bool
     reason: str
+    metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -73,8 +76,13 @@ def check_power(ctx: CampaignContext) -> str | None:
     if ctx.campaign.power_path != "official":
         return None
     power_hosts = sorted({r.spec.host for r in ctx.plan.runs if r.spec.kind is RunKind.POWER})
-    return check_official(ctx.inventory, ctx.campaign.inventory, _analyzer(ctx), power_hosts,
-                          _checkout(ctx), host_of=ctx.host)
+    by_analyzer: dict[str, list[str]] = {}
+    for host in power_hosts:
+        by_analyzer.setdefault(_analyzer(ctx, host), []).append(host)
+    notes = [check_official(ctx.inventory, ctx.campaign.inventory, analyzer, hosts,
+                            _checkout(ctx), host_of=ctx.host)
+             for analyzer, hosts in by_analyzer.items()]
+    return "; ".join(notes) or None
 
 
 def controller_engine(ctx: CampaignContext) -> Engine:
@@ -142,10 +150,10 @@ def run(ctx: CampaignContext, planned: PlannedRun,
         checkout = _checkout(ctx)
         assert checkout is not None  # check_ready refused the campaign otherwise
         return execute_official(target, planned, ctx.store, ctx.rules, ctx.inventory,
-                                str(_analyzer(ctx)), OfficialSetup(checkout), options)
+                                _analyzer(ctx, spec.host), OfficialSetup(checkout), options)
     if spec.kind is RunKind.POWER:
         return execute_track(target, planned, ctx.store, ctx.rules, ctx.inventory,
-                             str(_analyzer(ctx)), options=options,
+                             _analyzer(ctx, spec.host), options=options,
                              settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
     record = execute(target, planned, ctx.store, ctx.rules,
                      references=_references(ctx, planned), options=options)
@@ -158,12 +166,39 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     return ctx.store.latest(record.key) or record
 
 
-def _analyzer(ctx: CampaignContext) -> str | None:
-    return ctx.inventory.analyzers[0].name if ctx.inventory.analyzers else None
+def _analyzer(ctx: CampaignContext, host: str) -> str:
+    """The analyzer on the host's feed (hosts.yaml `power: {analyzer: NAME}`)."""
+    return ctx.inventory.analyzer_for(host).name
 
 
 def _checkout(ctx: CampaignContext) -> Path | None:
     return client_checkout(ctx.inventory, ctx.campaign.power_dev)
+
+
+def run_analyzer(ctx: CampaignContext, planned: PlannedRun) -> str | None:
+    """The analyzer a run measures with: its host's, for a power run; else None."""
+    if planned.spec.kind is not RunKind.POWER:
+        return None
+    return ctx.inventory.analyzer_for(planned.spec.host).name
+
+
+def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:
+    """For a power run whose analyzer another run holds now: which analyzer and who holds it."""
+    analyzer = run_analyzer(ctx, planned)
+    if analyzer is None:
+        return None
+    holder = lock_holder(analyzer)
+    if holder is None:
+        return None
+    return f"analyzer '{analyzer}' is in use by run {holder.get('holder', '?')}"
+
+
+def cancel_runs(ctx: CampaignContext) -> list[RunRecord]:
+    """Stop the campaign's runs still in flight on its hosts; they are recorded cancelled."""
+    manifest = next(iter(ctx.manifests.values()))  # finding and stopping a run needs none
+    targets = {h: RunTarget(ctx.host(h), ctx.inventory.host(h), manifest, "", "",
+                            ctx.campaign.name) for h in ctx.plan.hosts()}
+    return cancel_running(targets, ctx.store)
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
@@ -190,7 +225,7 @@ def outcome(record: RunRecord) -> RunOutcome:
     passed = record.state == "finished" and verdict is not None and verdict.passed
     reason = record.error or (verdict.reason if verdict else "")
     return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
-                      reason)
+                      reason, dict(verdict.metrics) if verdict else {})
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]

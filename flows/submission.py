@@ -4,6 +4,10 @@ Hosts work in parallel; each host runs one run at a time, in plan order. Only tr
 (a dropped link, an unreachable host, a timeout) are retried, and a retry of a run reattaches to
 its container rather than starting it again. A finished run is never repeated: the run store
 knows it by key, so a killed campaign started again continues where it stopped.
+
+States tell the truth, because automations and dashboards key on them: a run whose verdict is
+not passed is a Failed task run (its outcome stays in the store and the report), and the flow
+run is Completed only when every run passed. A cancelled flow run stops its runs on the targets.
 """
 
 from __future__ import annotations
@@ -14,30 +18,29 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture, wait
+from prefect.logging.loggers import flow_run_logger
+from prefect.states import State
 from prefect.task_runners import ThreadPoolTaskRunner
-from prefect.utilities.annotations import quote
+from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
-from flows import steps
+from flows import events, steps
 from flows.context import CampaignContext, load_context, resolve_campaign
-from flows.plan_view import plan_markdown
+from flows.plan_view import analyzer_notes, plan_markdown
 from flows.progress import CampaignProgress
+from flows.slots import held, slot_names
+from flows.states import campaign_state, run_state
 from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
-from submission.history import plot_trends, record, regressions
+from submission.history import plot_trends, record
 
 TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
 
 
 def transient_only(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a task only when it failed on a transient fault, never on a wrong result."""
-    try:
-        state.result()
-    except TRANSIENT:
-        return True
-    except Exception:
-        return False
-    return False
+    # a verdict is data (a Failed state holding a RunOutcome), never an exception: no retry
+    return isinstance(state.result(raise_on_failure=False), TRANSIENT)
 
 
 RETRY = {"retries": 2, "retry_delay_seconds": [5, 20], "retry_condition_fn": transient_only,
@@ -61,13 +64,24 @@ def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> An
 
 @task(name="run", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
 def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
-             progress: CampaignProgress) -> steps.RunOutcome:
+             progress: CampaignProgress) -> State[Any]:
     logger = get_run_logger()
-    result = steps.outcome(steps.run(ctx, planned, images))
+
+    def waiting(why: str) -> None:
+        logger.info("%s: %s", planned.label, why)
+        progress.waiting(planned.label, why)
+
+    names = slot_names(planned.spec.host, steps.run_analyzer(ctx, planned))
+    with held(names, waiting):  # this host (and analyzer), whatever other campaign asks
+        busy = steps.analyzer_busy(ctx, planned)
+        if busy:
+            waiting(busy)
+        result = steps.outcome(steps.run(ctx, planned, images))
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
-    return result
+    events.emit(events.run_event(ctx.campaign.name, planned.spec, result))
+    return run_state(result)
 
 
 @task(name="assemble", cache_policy=NO_CACHE)
@@ -75,21 +89,43 @@ def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
     return steps.assemble_tree(ctx, descriptions)
 
 
-@flow(name="submission", log_prints=True,
+def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
+    """When the flow run is cancelled: stop its runs on the targets, keep their logs, and
+    record them cancelled (the next start of the campaign runs them again)."""
+    params = flow_run.parameters or {}
+    given = params.get("campaign")
+    campaign = Campaign.model_validate(given) if isinstance(given, dict) else given
+    ctx = load_context(resolve_campaign(params.get("campaign_file"), campaign))
+    try:
+        for record in steps.cancel_runs(ctx):
+            flow_run_logger(flow_run).info("cancelled %s (attempt %s)", record.spec.label,
+                                           record.attempt)
+    finally:
+        ctx.close()
+
+
+@flow(name="submission", log_prints=True, on_cancellation=[stop_runs_in_flight],
       task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
 def submission(campaign_file: str | None = None, campaign: Campaign | None = None,
-               track_history: bool = False) -> dict[str, Any]:
-    """Run a whole campaign and assemble its submission tree (the demo campaign by default)."""
+               track_history: bool = False) -> State[Any]:
+    """Run a whole campaign and assemble its submission tree (the demo campaign by default).
+
+    The flow run ends Completed only when every run passed, else Failed; either way its
+    result is the campaign's summary."""
     ctx = load_context(resolve_campaign(campaign_file, campaign))
     try:
-        return _campaign(ctx, track_history)
+        summary = _campaign(ctx, track_history)
+        state = campaign_state(summary)
+        events.emit(events.campaign_event(summary, state.is_completed()))
+        return state
     finally:
         ctx.close()
 
 
 def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     logger = get_run_logger()
-    create_markdown_artifact(plan_markdown(ctx.plan), key="campaign-plan",
+    create_markdown_artifact(plan_markdown(ctx.plan, analyzer_notes(ctx.plan, ctx.inventory)),
+                             key="campaign-plan",
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
     hosts = ctx.plan.hosts()
@@ -101,18 +137,21 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
-    futures: list[PrefectFuture[steps.RunOutcome]] = []
+    futures: list[PrefectFuture[Any]] = []
     submitted: list[PlannedRun] = []
     for host in hosts:
-        previous: PrefectFuture[steps.RunOutcome] | None = None
+        previous: PrefectFuture[Any] | None = None
         for planned in ctx.plan.for_host(host):
+            # one run at a time per host; a failed run does not stop the host's next ones
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
-                                       wait_for=[previous] if previous else [])
+                                       wait_for=[allow_failure(previous)] if previous else [])
             futures.append(previous)
             submitted.append(planned)
     wait(futures)
+    # a run that ended holds its outcome (Completed or Failed); its final word is the store's,
+    # since settling a compliance set may have measured or re-verified it after its task
     ended = [p for p, f in zip(submitted, futures, strict=True)
-             if f.state.is_completed()]
+             if isinstance(f.state.result(raise_on_failure=False), steps.RunOutcome)]
     outcomes = [o for o in (steps.final_outcome(ctx, p) for p in ended) if o is not None]
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
@@ -145,5 +184,5 @@ def _track(ctx: CampaignContext) -> None:
     records = [r for r in ctx.store.runs() if r.state == "finished"]
     record(db, ctx.campaign.name, records)
     plot_trends(db, ctx.campaign.output_dir / "trends")
-    for regression in regressions(db):
+    for regression in events.emit_regressions(ctx.campaign.name, db):
         logger.warning("REGRESSION %s", regression.describe())

@@ -72,6 +72,15 @@ class Limits(Strict):
     output_max_bytes: Annotated[ByteSize, Field(ge=1024)] = ByteSize(16 * 1024**2)  # "16MiB"
 
 
+class HostPower(Strict):
+    """How a host's power is measured: the analyzer (a name under `analyzers:`) on its feed.
+
+    Said per host because only the analyzer wired to a machine's power supply measures it;
+    reading another one gives a wrong number that looks like a measurement."""
+
+    analyzer: Name
+
+
 class HostConfig(Strict):
     """One target machine (a SUT), reached locally or over SSH."""
 
@@ -92,6 +101,7 @@ class HostConfig(Strict):
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
     limits: Limits = Field(default_factory=Limits)
+    power: HostPower | None = None
     system: dict[str, str | int] = Field(default_factory=dict)
 
     @field_validator("key", "known_hosts")
@@ -198,6 +208,13 @@ class Inventory(Strict):
             if analyzer.host not in names:
                 raise ValueError(f"analyzer '{analyzer.name}' runs on host '{analyzer.host}', "
                                  f"which is not in hosts ({_suggest(analyzer.host, names)})")
+        analyzers = [a.name for a in self.analyzers]
+        for i, host in enumerate(self.hosts):
+            if host.power and host.power.analyzer not in analyzers:
+                hint = _suggest(host.power.analyzer, analyzers) if analyzers else "there are none"
+                raise ValueError(f"hosts[{i}].power.analyzer: host '{host.name}' is measured by "
+                                 f"analyzer '{host.power.analyzer}', which is not under "
+                                 f"`analyzers:` ({hint}); add it there or name one that is")
         if self.director and self.director.host not in names:
             raise ValueError(f"director host '{self.director.host}' is not in hosts "
                              f"({_suggest(self.director.host, names)})")
@@ -212,6 +229,21 @@ class Inventory(Strict):
 
         raise ConfigError(f"No host named '{name}' in the inventory "
                           f"({_suggest(name, [h.name for h in self.hosts])}).")
+
+
+    def analyzer_for(self, name: str) -> AnalyzerConfig:
+        """The analyzer that measures host name, or a ConfigError naming the key to set."""
+        host = self.host(name)
+        if host.power is None:
+            from lab.errors import ConfigError
+
+            index = self.hosts.index(host)
+            known = ", ".join(a.name for a in self.analyzers) or "none yet: add one"
+            raise ConfigError(f"Host '{name}' has no power analyzer, and power runs need the one "
+                              f"wired to its supply: set `hosts[{index}].power.analyzer` "
+                              f"(`power: {{analyzer: NAME}}` on the host) to one of `analyzers:` "
+                              f"({known}).")
+        return next(a for a in self.analyzers if a.name == host.power.analyzer)
 
 
 def load_inventory(path: Path | None = None) -> Inventory:

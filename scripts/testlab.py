@@ -253,6 +253,7 @@ def write_inventory() -> None:
         "    settle_s: 0.5",
         "    system: {system_name: 'subrun test lab controller'}",
         f"    docker: {{docker_host: 'unix://{ctl_sock}', base_image: '{BASE_IMAGE}'}}",
+        "    power: {analyzer: sim-wt310e}",
     ]
     for name, address in SSH_HOSTS.items():
         entries += [
@@ -268,6 +269,7 @@ def write_inventory() -> None:
             f"    system: {{system_name: 'subrun test lab host {name}'}}",
             f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}, "
             f"base_image: '{BASE_IMAGE}'}}",
+            "    power: {analyzer: sim-wt310e}",
         ]
     entries += [
         "analyzers:",

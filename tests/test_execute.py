@@ -92,7 +92,7 @@ def test_performance_run_is_judged_stored_and_never_repeated(h2_target: RunTarge
     assert (again.attempt, again.files, again.finished_at) == (record.attempt, record.files,
                                                                record.finished_at)
     assert len(store.attempts(record.key)) == 1
-    assert not h2_target.host.exists(remote_run_dir(h2_target, run_id(record)))
+    assert not h2_target.host.exists(remote_run_dir(h2_target, run_id(h2_target, record)))
 
 
 def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_killed_container_is_recorded_failed_with_its_tail(h2_target: RunTarget,
 
     def killer() -> None:
         deadline = time.monotonic() + 60
-        name = f"subrun-{run.spec.key}-a1"
+        name = f"subrun-{h2_target.campaign}-{run.spec.key}-a1"
         while time.monotonic() < deadline:
             if h2_target.host.run(["docker", "kill", name], check=False).ok:
                 return
@@ -184,7 +184,7 @@ def test_leftover_audit_config_never_reaches_a_performance_run(h2_target: RunTar
                                                                tmp_path: Path) -> None:
     store = RunStore(tmp_path / "store")
     run = planned(h2_target, Scenario.OFFLINE, RunKind.PERFORMANCE, target_qps=4000)
-    stale = remote_run_dir(h2_target, f"{run.spec.key}-a1")
+    stale = remote_run_dir(h2_target, f"{h2_target.campaign}-{run.spec.key}-a1")
     h2_target.host.makedirs(stale)
     h2_target.host.run(["sh", "-c", f"printf '*.*.mode = 2\\n' > {stale}/audit.config"])
     record = execute(h2_target, run, store, RULES)

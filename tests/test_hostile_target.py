@@ -140,7 +140,7 @@ def test_a_hostile_run_fails_for_good_and_is_not_retried(hostile: HostileTarget,
                    scenario=Scenario.OFFLINE, kind=RunKind.PERFORMANCE, mode=Mode.SHORT,
                    round="v6.1")
     store = RunStore(tmp_path / "store")
-    rid = f"{spec.key}-a1"
+    rid = f"{target.campaign}-{spec.key}-a1"
     hostile.script.listing = listing([f"./output/../../../{SENTINEL}"])
     record = execute(target, PlannedRun(spec, 10.0), store, load_rules("v6.1"),
                      options=ExecuteOptions(min_timeout_s=30))

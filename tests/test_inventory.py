@@ -39,6 +39,13 @@ BROKEN = {
     "bad system field": (GOOD_HOST + "    system: {coolling: air}\n", "did you mean 'cooling'"),
     "analyzer on unknown host": (GOOD_HOST + "analyzers:\n  - {name: p, host: b}\n",
                                  "runs on host 'b'"),
+    "host power on an unknown analyzer": (
+        GOOD_HOST + "    power: {analyzer: sim-wt31e}\n"
+        "analyzers:\n  - {name: sim-wt310e, host: a}\n",
+        "hosts[0].power.analyzer: host 'a' is measured by analyzer 'sim-wt31e', which is not "
+        "under `analyzers:` (did you mean 'sim-wt310e'?)"),
+    "host power without analyzers": (GOOD_HOST + "    power: {analyzer: p}\n",
+                                     "not under `analyzers:` (there are none)"),
     "bad host name": ("hosts:\n  - name: 'my host'\n    address: x\n", "hosts[0].name"),
     "unknown docker key": (GOOD_HOST + "    docker: {gpu: all}\n", "did you mean 'gpus'"),
     "not a mapping": ("- just\n- a list\n", "valid dictionary"),
@@ -49,6 +56,36 @@ def test_shipped_default_is_this_machine_with_a_simulated_analyzer() -> None:
     inventory = load_inventory()
     assert [h.transport for h in inventory.hosts] == ["local"]
     assert inventory.analyzers[0].resource == "sim"
+    assert inventory.analyzer_for("local") == inventory.analyzers[0]
+
+
+def test_each_host_is_measured_by_its_own_analyzer(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  - {name: a, address: x, power: {analyzer: pa}}\n"
+                    "  - {name: b, address: y, power: {analyzer: pb}}\n"
+                    "  - {name: c, address: z}\n"
+                    "analyzers:\n  - {name: pa, host: a}\n  - {name: pb, host: a, port: 8889}\n")
+    inventory = load_inventory(path)
+    assert inventory.analyzer_for("a").name == "pa" and inventory.analyzer_for("b").name == "pb"
+    with pytest.raises(ConfigError, match=r"Host 'c' has no power analyzer.*"
+                                          r"`hosts\[2\]\.power\.analyzer`.*\(pa, pb\)"):
+        inventory.analyzer_for("c")
+
+
+def test_power_campaign_on_a_host_without_analyzer_is_refused_at_plan_time(
+        tmp_path: Path) -> None:
+    (tmp_path / "hosts.yaml").write_text(
+        "hosts:\n  - {name: a, transport: local}\n  - {name: b, address: y}\n"
+        "analyzers:\n  - {name: pa, host: a}\n")
+    (tmp_path / "c.yaml").write_text(
+        "name: c\ninventory: hosts.yaml\nround: v6.1\ndivision: open\nmode: short\n"
+        "submitter: X\npower: true\n"
+        "hosts:\n  - host: b\n    benchmarks: [{benchmark: digits, scenarios: [Offline]}]\n")
+    result = CliRunner().invoke(app, ["plan", str(tmp_path / "c.yaml")])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "campaign 'c' asks for power runs on host 'b'" in text
+    assert "hosts[1].power.analyzer" in text and "Traceback" not in text
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))

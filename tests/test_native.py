@@ -117,8 +117,8 @@ def test_native_offline_performance_run_is_valid_and_never_repeated(
     assert "Result is : VALID" in summary
     host = ctx.host(HOST)
     target = target_of(ctx, images)
-    assert not host.exists(remote_run_dir(target, run_id(record)))
-    assert not host.exists(host.detached_dir(process_name(run_id(record))))
+    assert not host.exists(remote_run_dir(target, run_id(target, record)))
+    assert not host.exists(host.detached_dir(process_name(run_id(target, record))))
     again = steps.run(ctx, run, images)
     assert (again.attempt, again.finished_at) == (record.attempt, record.finished_at)
 

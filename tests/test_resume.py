@@ -13,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -64,7 +65,7 @@ def in_flight(store: RunStore, targets: dict[str, RunTarget]) -> RunRecord | Non
         return None
     for record in (r for r in records if r.state == "running"):
         target = targets[record.spec.host]  # the container, looked up by its run label
-        container = find_container(target.host, target.config.docker, remote.run_id(record))
+        container = find_container(target.host, target.config.docker, remote.run_id(target, record))
         try:
             if container is not None and container_status(
                     target.host, target.config.docker, container).running:
@@ -114,7 +115,8 @@ def test_killed_campaign_resumes_without_repeating_a_run(
     with log.open("wb") as out:
         first = subprocess.Popen([str(SUBRUN), "run", str(path)], env=env, cwd=ROOT,
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        caught = kill_when_in_flight(first, store, targets, log)
+        named = {h: replace(t, campaign=name) for h, t in targets.items()}  # run ids carry it
+        caught = kill_when_in_flight(first, store, named, log)
     done_before = {r.key: r for r in store.runs() if r.state == "finished"}
     assert status_counts(path, env)["running"] >= 1
 

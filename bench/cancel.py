@@ -1,0 +1,60 @@
+"""Stopping a campaign's runs in flight when the campaign is cancelled.
+
+Cancelling a flow run ends the controller's process, but a run executes detached on its target
+and would go on. What is left is found from the run store (attempts still marked running) and
+by name on the target (a run's name carries its campaign): each is stopped, its files collected
+into the store, and the attempt recorded `cancelled`: neither passed nor failed, and run again
+when the campaign starts again, while every finished run is kept.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import target as remote
+from bench.run import RunKind, RunRecord
+from bench.store import RunStore
+from bench.target import RunHandle, RunTarget
+from lab.errors import SubrunError
+
+POWER_PHASES = ("ranging", "testing")  # a power run's passes run under phased names
+STOP_TIMEOUT_S = 1.0  # how long a run may still end on its own before it is stopped
+
+
+def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[RunRecord]:
+    """Stop every attempt of the store still running on its target; record each `cancelled`."""
+    cancelled = []
+    for record in store.runs():
+        target = targets.get(record.spec.host)
+        if record.state == "running" and target is not None:
+            cancelled.append(_cancel(target, record, store))
+    return cancelled
+
+
+def _handles(target: RunTarget, record: RunRecord) -> list[RunHandle]:
+    names = [record]
+    if record.spec.kind is RunKind.POWER:
+        names += [record.model_copy(update={"key": f"{record.key}-{phase}"})
+                  for phase in POWER_PHASES]
+    return [h for h in (remote.find(target, r) for r in names) if h is not None]
+
+
+def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:
+    tails = []
+    for handle in _handles(target, record):
+        try:
+            remote.wait(target, handle, STOP_TIMEOUT_S)  # stops it when still running
+            with tempfile.TemporaryDirectory(prefix="subrun-cancel-") as tmp:
+                tails.append(remote.collect(target, handle, Path(tmp)))
+                store.add_files(record.key, record.attempt, Path(tmp))
+        except SubrunError as e:  # keep stopping the others; say what could not be kept
+            tails.append(f"(not collected: {e})")
+        finally:
+            remote.discard(target, handle)
+    return store.update(record.key, record.attempt, state="cancelled",
+                        finished_at=datetime.now(UTC), log_tail="\n".join(tails)[-64 * 1024:],
+                        error="Cancelled with its campaign's flow run; it runs again when the "
+                              "campaign starts again.")

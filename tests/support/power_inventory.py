@@ -1,0 +1,23 @@
+"""The lab's inventory with each host's analyzer said (`power: {analyzer: NAME}`), written to a
+test's folder: power campaigns need it, and tests choose which host shares which analyzer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def with_analyzers(lab_inventory: Path, folder: Path, analyzers: dict[str, str],
+                   extra: list[dict[str, Any]] | None = None) -> Path:
+    """A copy of lab_inventory where host -> analyzer as given (extra analyzers appended)."""
+    data = yaml.safe_load(lab_inventory.read_text())
+    for host in data["hosts"]:
+        host.pop("power", None)
+        if host["name"] in analyzers:
+            host["power"] = {"analyzer": analyzers[host["name"]]}
+    data["analyzers"] = [*data.get("analyzers", []), *(extra or [])]
+    path = folder / "hosts.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

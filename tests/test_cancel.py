@@ -1,0 +1,58 @@
+"""Cancelling a campaign stops its runs in flight on the target, keeps what they wrote, records
+them `cancelled`, and the campaign started again runs them anew (real lab host h2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench import target as remote
+from bench.cancel import cancel_running
+from bench.execute import execute, run_files
+from bench.run import RunKind, Scenario
+from bench.store import RunStore
+from flows.status import campaign_status
+from lab.config import Inventory
+from lab.docker import Container, container_status
+from tests.support.targets import provisioned_target
+from tests.test_execute import RULES, longer, planned
+
+pytestmark = pytest.mark.lab
+
+
+def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
+                                                     tmp_path: Path) -> None:
+    target = provisioned_target(lab_inventory, "h2", campaign="cancel-me")
+    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 20_000)
+    store = RunStore(tmp_path / "store")
+    # what a killed flow leaves behind: an attempt marked running, its container going on
+    record = store.start_attempt(run.spec)
+    handle = remote.start(target, record, run_files(run.spec, RULES))
+    assert isinstance(handle.process, Container)
+    assert container_status(target.host, target.config.docker, handle.process).running
+
+    cancelled = cancel_running({"h2": target}, store)
+    assert [r.key for r in cancelled] == [run.spec.key]
+    assert remote.find(target, record) is None  # stopped and removed, after collection
+    kept = store.latest(run.spec.key)
+    assert kept is not None and kept.state == "cancelled" and kept.verdict is None
+    assert "user.conf" in kept.files and "Cancelled" in (kept.error or "")
+
+    again = execute(target, run, store, RULES)  # the campaign started again
+    assert again.attempt == 2 and again.state == "finished", again.error
+    assert again.verdict is not None and again.verdict.passed, again.verdict.reason
+    target.host.close()
+
+
+def test_status_shows_cancelled(lab_inventory: Inventory, tmp_path: Path) -> None:
+    target = provisioned_target(lab_inventory, "h2", campaign="status")
+    run = planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE)
+    store = RunStore(tmp_path / "store")
+    record = store.start_attempt(run.spec)
+    store.update(record.key, record.attempt, state="cancelled")
+
+    [status] = campaign_status(SimpleNamespace(runs=[run]), store)  # type: ignore[arg-type]
+    assert status.state == "cancelled"
+    target.host.close()

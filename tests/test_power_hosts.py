@@ -1,0 +1,115 @@
+"""Each host's power is read from its own analyzer, and hosts that share one take turns: a power
+run waits for the analyzer instead of failing (real lab, real Prefect API, simulated WT310E)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+import power
+from bench.campaign import load_campaign
+from bench.run import RunKind, RunRecord
+from bench.store import RunStore
+from flows import progress
+from lab.config import Inventory
+from lab.transport import open_host
+from power.metric import parse_spl
+from power.service import stop_daemon
+from tests.support.campaigns import write_campaign
+from tests.support.power_inventory import with_analyzers
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
+        prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+    from flows.submission import submission
+
+    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path,
+                               {"h2": "sim-wt310e", "h3": "sim-wt310e"})
+    path = write_campaign(tmp_path, "shared-analyzer", inventory, ["h2", "h3"],
+                          accuracy=False, power=True)
+    steps: list[progress.Step] = []
+    progress.listen(steps.append)
+    try:
+        state = submission(campaign_file=str(path), return_state=True)
+    finally:
+        progress.unlisten(steps.append)
+    assert state.is_completed(), state.message
+    store = RunStore(load_campaign(path).store_dir)
+    power = [r for r in store.runs() if r.spec.kind is RunKind.POWER]
+    assert sorted(r.spec.host for r in power) == ["h2", "h3"]
+    assert all(r.verdict is not None and r.verdict.passed for r in power)
+    first, second = sorted(_analyzer_window(store, r) for r in power)
+    assert first[1] <= second[0], (first, second)  # measured one after the other
+    for step in (s for s in steps if s.outcome == "waiting"):  # when one did wait, it said so
+        assert "sim-wt310e" in step.label and "in use by" in step.label, step.label
+
+
+def _analyzer_window(store: RunStore, record: RunRecord) -> tuple[datetime, datetime]:
+    """From the first ranging sample to the last testing sample: the analyzer's use."""
+    folder = store.path(record.key, record.attempt)
+    ranging = parse_spl((folder / "ranging" / "spl.txt").read_text())
+    testing = parse_spl((folder / "run_1" / "spl.txt").read_text())
+    return ranging[0].time, testing[-1].time
+
+
+def heavy_sim(folder: Path) -> Path:
+    """The shipped WT310E simulation reading about 600 W idle and busy: unmistakable."""
+    text = (Path(power.__file__).parent / "wt310e.yaml").read_text()
+    for item in ("2", "6"):
+        text = re.sub(rf'(VALUE\? {item}", r: "\{{RANDOM\()[^)]*\)', r"\g<1>2.60, 2.70, 1)", text)
+    for item in ("3", "7"):
+        text = re.sub(rf'(VALUE\? {item}", r: "\{{RANDOM\()[^)]*\)', r"\g<1>600.0, 620.0, 1)",
+                      text)
+    path = folder / "heavy-wt310e.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_each_host_is_read_from_its_own_analyzer(prefect_api: None, lab_dir: Path,
+                                                 lab_inventory: Inventory,
+                                                 tmp_path: Path) -> None:
+    from flows.submission import submission
+
+    heavy = f"sim-heavy-{uuid.uuid4().hex[:6]}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path, {"h2": "sim-wt310e", "h3": heavy},
+                               extra=[{"name": heavy, "model": "WT310E", "resource": "sim",
+                                       "host": "local", "port": port,
+                                       "sim_file": str(heavy_sim(tmp_path))}])
+    path = write_campaign(tmp_path, "own-analyzers", inventory, ["h2", "h3"],
+                          accuracy=False, power=True)
+    try:
+        state = submission(campaign_file=str(path), return_state=True)
+    finally:
+        local = open_host(lab_inventory.host("local"))
+        handle = local.find_detached(f"power-daemon-{heavy}")
+        if handle is not None:
+            stop_daemon(local, handle)
+        local.close()
+    assert state.is_completed(), state.message
+    store = RunStore(load_campaign(path).store_dir)
+    watts = {r.spec.host: r.verdict.metrics["power_w"] for r in store.runs()
+             if r.spec.kind is RunKind.POWER and r.verdict is not None}
+    assert watts["h3"] > 500, watts  # the heavy analyzer, on h3's feed
+    assert watts["h2"] < 200, watts  # the shipped simulation: 40 W idle, 145 W busy
