@@ -10,6 +10,7 @@ skipped when neither exists. A few minutes: two LoadGen passes plus power-dev's 
 
 from __future__ import annotations
 
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,8 +45,10 @@ def official_inventory(lab_dir: Path, folder: Path, launcher: Path, ntp: SntpSer
     """The lab's hosts.yaml plus an analyzer on a port of its own and the controller as
     director, running power-dev with subrun's daemon behind the PTD launcher."""
     inventory = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
-    inventory["analyzers"] = [{"name": "pd-campaign", "model": "WT310E", "resource": "sim",
-                               "host": "local", "port": free_port(), "device_port": "sim"}]
+    # a name of its own: the lab's hosts (and their detached processes) are shared
+    inventory["analyzers"] = [{"name": f"pd-{secrets.token_hex(3)}", "model": "WT310E",
+                               "resource": "sim", "host": "local", "port": free_port(),
+                               "device_port": "sim"}]
     inventory["director"] = {"host": "local", "port": free_port(), "ntp_server": ntp.address,
                              "power_dev": str(CHECKOUT), "ptd": str(launcher),
                              "python": sys.executable}
