@@ -32,7 +32,9 @@ from power.measure import find_analyzer
 from power.powerdev import (
     PowerServer,
     ServerPlan,
+    conf_path,
     ptd_identity,
+    server_conf,
     start_power_server,
     stop_power_server,
     verify_checkout,
@@ -118,6 +120,10 @@ def _serving(director: Host, plan: ServerPlan) -> PowerServer | None:
     """A server left serving by an earlier controller (its run's client may still talk to it)."""
     handle = director.find_detached(f"power-server-{plan.analyzer}")
     if handle is None or not director.poll_detached(handle).running:
+        return None
+    written = director.run(["cat", conf_path(director, plan)], check=False, timeout_s=30)
+    if written.stdout != server_conf(plan):  # stale, with other settings: not ours to reuse
+        stop_power_server(PowerServer(director, handle, plan, {}, ""))
         return None
     sources = verify_checkout(director, plan.checkout, plan.python)
     return PowerServer(director, handle, plan, sources,

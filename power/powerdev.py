@@ -118,7 +118,7 @@ def start_power_server(director: Host, plan: ServerPlan,
     """Verify the checkout, write the INI, start the server and wait until it serves."""
     sources = verify_checkout(director, plan.checkout, plan.python, allowed)
     name = f"power-server-{plan.analyzer}"
-    conf = str(PurePosixPath(director.work_dir) / "power" / plan.analyzer / "server.conf")
+    conf = conf_path(director, plan)
     with tempfile.TemporaryDirectory() as scratch:
         local = Path(scratch) / "server.conf"
         local.write_text(server_conf(plan))
@@ -128,6 +128,11 @@ def start_power_server(director: Host, plan: ServerPlan,
         name=name, cwd=plan.checkout)
     log = _wait_serving(director, handle, plan)
     return PowerServer(director, handle, plan, sources, ptd_identity(log))
+
+
+def conf_path(director: Host, plan: ServerPlan) -> str:
+    """Where the server's INI lies on the director."""
+    return str(PurePosixPath(director.work_dir) / "power" / plan.analyzer / "server.conf")
 
 
 def ptd_identity(server_log: str) -> str:

@@ -10,7 +10,7 @@ skipped when neither exists. A few minutes: two LoadGen passes plus power-dev's 
 
 from __future__ import annotations
 
-import os
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +23,15 @@ from bench.run import RunKind
 from bench.store import RunStore
 from power.check_report import IDENTITY_CHECK, parse_check
 from tests.support.campaigns import write_campaign
+from tests.support.official import POWER_DEV
 from tests.support.official_power import free_port
 from tests.support.sntp import SntpServer
 from tests.test_flow import prefect_api  # noqa: F401  (a fixture)
 from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.lab
-PINNED = Path(__file__).resolve().parents[2] / "shared" / "official" / "power-dev"
-CHECKOUT = Path(os.environ.get("SUBRUN_POWER_DEV") or PINNED)
-needs_checkout = pytest.mark.skipif(not (CHECKOUT / "ptd_client_server").is_dir(),
+CHECKOUT = POWER_DEV or Path("/nonexistent/power-dev")
+needs_checkout = pytest.mark.skipif(POWER_DEV is None,
                                     reason="no power-dev checkout (set SUBRUN_POWER_DEV)")
 
 
@@ -45,8 +45,10 @@ def official_inventory(lab_dir: Path, folder: Path, launcher: Path, ntp: SntpSer
     """The lab's hosts.yaml plus an analyzer on a port of its own and the controller as
     director, running power-dev with subrun's daemon behind the PTD launcher."""
     inventory = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
-    inventory["analyzers"] = [{"name": "pd-campaign", "model": "WT310E", "resource": "sim",
-                               "host": "local", "port": free_port(), "device_port": "sim"}]
+    # a name of its own: the lab's hosts (and their detached processes) are shared
+    inventory["analyzers"] = [{"name": f"pd-{secrets.token_hex(3)}", "model": "WT310E",
+                               "resource": "sim", "host": "local", "port": free_port(),
+                               "device_port": "sim"}]
     inventory["director"] = {"host": "local", "port": free_port(), "ntp_server": ntp.address,
                              "power_dev": str(CHECKOUT), "ptd": str(launcher),
                              "python": sys.executable}
