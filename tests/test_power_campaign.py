@@ -73,6 +73,8 @@ def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
     hosts = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
     hosts["analyzers"] = [a.model_dump(mode="json", exclude_none=True)
                           for a in track_inventory.analyzers]
+    for host in hosts["hosts"]:  # every host is measured by the test's own analyzer
+        host["power"] = {"analyzer": ANALYZER}
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text(yaml.safe_dump(hosts, sort_keys=False))
     path = write_campaign(tmp_path, "track-power", inventory, ["h2"], power=True)  # short

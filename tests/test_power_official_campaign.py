@@ -49,6 +49,8 @@ def official_inventory(lab_dir: Path, folder: Path, launcher: Path, ntp: SntpSer
     inventory["analyzers"] = [{"name": f"pd-{secrets.token_hex(3)}", "model": "WT310E",
                                "resource": "sim", "host": "local", "port": free_port(),
                                "device_port": "sim"}]
+    for host in inventory["hosts"]:  # every host is measured by that analyzer
+        host["power"] = {"analyzer": inventory["analyzers"][0]["name"]}
     inventory["director"] = {"host": "local", "port": free_port(), "ntp_server": ntp.address,
                              "power_dev": str(CHECKOUT), "ptd": str(launcher),
                              "python": sys.executable}
