@@ -9,6 +9,7 @@ is picked up by the next run. A busy daemon (serving another client) is never re
 from __future__ import annotations
 
 import shlex
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -120,6 +121,12 @@ def ensure_daemon(host: Host, analyzer: AnalyzerConfig, *, address: str,
             raise
         except PowerError:
             stop_daemon(host, handle)  # alive but unwell (analyzer lost): start afresh
+    if _listening(address, analyzer.port):
+        raise PowerError(
+            f"Port {analyzer.port} on {address} is served by a process subrun did not start for "
+            f"analyzer '{analyzer.name}' on host '{host.name}' (another daemon, or another "
+            f"inventory's analyzer on the same port): its samples would not reach "
+            f"{log_path}. Stop that process, or give the analyzer another `port:` in hosts.yaml.")
     interpreter = python or analyzer.python or (
         sys.executable if isinstance(host, LocalHost) else "python3")
     host.makedirs(str(PurePosixPath(log_path).parent))
@@ -137,6 +144,15 @@ def stop_daemon(host: Host, handle: Detached, timeout_s: float = 15.0) -> None:
         host.wait_detached(handle, timeout_s=5)
 
 
+def _listening(address: str, port: int) -> bool:
+    """Whether something already accepts connections on address:port."""
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 def _wait_ready(host: Host, handle: Detached, address: str, port: int) -> Identity:
     deadline = time.monotonic() + START_TIMEOUT_S
     last: PowerError | None = None
@@ -147,10 +163,18 @@ def _wait_ready(host: Host, handle: Detached, address: str, port: int) -> Identi
             raise PowerError(f"subrun's power daemon on host '{host.name}' exited with status "
                              f"{status.exit_status} while starting:\n{tail}")
         try:
-            return probe(address, port, timeout_s=5)
+            identity = probe(address, port, timeout_s=5)
         except PowerError as e:
             last = e
             time.sleep(0.2)
+            continue
+        if host.poll_detached(handle).running:  # the answer came from the daemon just started
+            return identity
+    status = host.poll_detached(handle)
+    if not status.running:
+        tail = "\n".join(host.detached_log(handle).splitlines()[-10:])
+        raise PowerError(f"subrun's power daemon on host '{host.name}' exited with status "
+                         f"{status.exit_status} while starting:\n{tail}")
     stop_daemon(host, handle)
     raise PowerError(f"subrun's power daemon on host '{host.name}' did not answer on "
                      f"{address}:{port} within {START_TIMEOUT_S:g} s ({last}).")

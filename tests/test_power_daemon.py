@@ -269,3 +269,23 @@ def _wait_listening(proc: subprocess.Popen[str]) -> None:
         if not line and proc.poll() is not None:
             break
     raise AssertionError(f"daemon did not start (exit {proc.poll()})")
+
+
+def test_a_port_served_by_another_process_is_refused_not_read(tmp_path: Path) -> None:
+    """Another inventory's daemon (or anything) on the analyzer's port: its samples would never
+    reach this analyzer's log, so subrun says so instead of measuring nothing."""
+    import socket
+
+    from lab.config import AnalyzerConfig
+    from lab.errors import PowerError
+    from lab.local import LocalHost
+    from power.service import ensure_daemon
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        analyzer = AnalyzerConfig(name="sim-taken", port=port, host="local")
+        with pytest.raises(PowerError, match=rf"Port {port} on 127.0.0.1 is served by a process "
+                                             "subrun did not start for analyzer 'sim-taken'"):
+            ensure_daemon(LocalHost("local", str(tmp_path)), analyzer, address="127.0.0.1")
