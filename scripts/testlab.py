@@ -273,7 +273,7 @@ def write_inventory() -> None:
         ]
     entries += [
         "analyzers:",
-        "  - {name: sim-wt310e, model: WT310E, resource: sim, host: local, port: 8888}",
+        "  - {name: sim-wt310e, model: WT310E, resource: sim, host: local, port: 8898}",
     ]
     (LAB / "hosts.yaml").write_text("\n".join(entries) + "\n")
 
