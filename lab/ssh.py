@@ -326,22 +326,36 @@ def _result(host: str, argv: tuple[str, ...], status: int,
 
 
 EOF_GRACE_S = 2.0  # output still awaited after a command's exit status arrived
-PREFETCH_REQUESTS = 256  # SFTP reads in flight while copying a file (256 x 32 KiB = 8 MiB)
+PREFETCH_REQUESTS = 64  # SFTP reads in flight while copying a file
+SFTP_READ_BYTES = 32 * 1024  # one SFTP read request
+WINDOW_BYTES = 8 * 1024 * 1024  # read ahead at most this much: buffered data stays bounded
 
 
 def _stream_to(remote: paramiko.SFTPFile, size: int, local: Path, max_bytes: int | None,
                where: str) -> int:
-    """Copy an open remote file to local in chunks, pipelined but with bounded buffering."""
+    """Copy an open remote file to local, pipelined one window at a time: a prefetch of the
+    whole file keeps every answer the disk has not taken yet in memory, so a slow disk would
+    let a large file fill the controller's memory."""
     local.parent.mkdir(parents=True, exist_ok=True)
-    remote.prefetch(size, max_concurrent_requests=PREFETCH_REQUESTS)
     copied = 0
+
+    def keep(data: bytes) -> None:
+        nonlocal copied
+        copied += len(data)
+        if max_bytes is not None and copied > max_bytes:
+            raise TransferFailed(f"{where} grew past the {max_bytes} bytes allowed while "
+                                 "it was copied; it was not copied whole.")
+        out.write(data)
+
     with local.open("wb") as out:
-        while chunk := remote.read(CHUNK_BYTES * 16):
-            copied += len(chunk)
-            if max_bytes is not None and copied > max_bytes:
-                raise TransferFailed(f"{where} grew past the {max_bytes} bytes allowed while "
-                                     "it was copied; it was not copied whole.")
-            out.write(chunk)
+        for start in range(0, size, WINDOW_BYTES):
+            end = min(start + WINDOW_BYTES, size)
+            reads = [(o, min(SFTP_READ_BYTES, end - o)) for o in range(start, end, SFTP_READ_BYTES)]
+            for data in remote.readv(reads, max_concurrent_prefetch_requests=PREFETCH_REQUESTS):
+                keep(data)
+        remote.seek(copied)  # a file that grew while it was copied: its new end too
+        while chunk := remote.read(CHUNK_BYTES):
+            keep(chunk)
     return copied
 
 
