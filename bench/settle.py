@@ -7,7 +7,8 @@ disturbed:
 - the test ran *faster* than its reference: the performance run (the submitted score) was the
   outlier. It is measured again, its better passing attempt stands (bench.submitted), and the test
   logs already collected are verified again against it, as new attempts that run nothing;
-- the test ran *slower*: the test was disturbed, and it is run again.
+- the test ran *slower*: the test was disturbed, and it is run again; so is a test still faster
+  once the performance run has used up its re-runs (the test was the lucky one).
 
 Each run stays within the campaign's re-run bound; the +-10 % bound itself never moves. The
 decisions read only the run store, so a campaign started again continues where it stopped.
@@ -94,9 +95,11 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             log.info("%s ran faster than performance attempt %d: measuring performance again",
                      test.spec.label, performance.attempt)
             runner.measure_again()
-        elif faster is False and may_measure_again(store.attempts(test.key), max_reruns):
-            log.info("%s ran slower than performance attempt %d: running it again",
-                     test.spec.label, performance.attempt)
+        elif faster is not None and may_measure_again(store.attempts(test.key), max_reruns):
+            # slower: the test was disturbed; still faster once performance may not be measured
+            # again: the test's own measurement was the outlier
+            log.info("%s ran %s than performance attempt %d: running it again", test.spec.label,
+                     "faster" if faster else "slower", performance.attempt)
             runner.rerun(test.spec.kind)
         else:
             return

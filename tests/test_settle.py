@@ -162,3 +162,18 @@ def slowed(attempt: Path, out: Path) -> None:
         text = re.sub(r"^(Samples per second: )([0-9.e+]+)$",
                       lambda m: f"{m.group(1)}{float(m.group(2)) * 0.3}", text, flags=re.M)
         log.write_text(text)
+
+
+def test_a_test_still_faster_when_performance_is_spent_is_run_again(tmp_path: Path) -> None:
+    store, files = RunStore(tmp_path / "store"), tmp_path / "files"
+    files.mkdir()
+    add(store, files, "performance", True)
+    add(store, files, "performance", True)  # measured again already: max_reruns 1 is spent
+    add(store, files, "TEST01", False, text=FASTER, references={"performance": 2})
+    runner = Recorder(store, files, [("pass", "TEST PASS\n")])
+    runs = ComplianceSet(spec_for("SingleStream", "performance").key,
+                         {RunKind.TEST01: spec_for("SingleStream", "TEST01").key})
+    settle(store, runs, runner, max_reruns=1)
+    # the test was the lucky measurement: it is run again, within its own bound
+    assert runner.asked[0] == "rerun TEST01"
+    assert is_settled(store, runs)
