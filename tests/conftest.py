@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,17 @@ from lab.transport import open_host
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A real Prefect API for the flows of one test module (Prefect's own test harness)."""
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
 
 
 @pytest.fixture(scope="session")

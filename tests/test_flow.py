@@ -3,8 +3,6 @@ the prechecks, and a second run that repeats nothing (Prefect test harness)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,16 +12,6 @@ from bench.store import RunStore
 from tests.support.campaigns import write_campaign
 
 pytestmark = pytest.mark.lab
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir: Path,

@@ -4,9 +4,7 @@ the reason, and a campaign is Completed only when every run passed (real ephemer
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +34,6 @@ def test_run_state_carries_the_reason_and_the_outcome() -> None:
     state = run_state(outcome)
     assert state.is_failed() and "INVALID" in (state.message or "")
     assert run_state(RunOutcome("l", "k", 1, "finished", True, "")).is_completed()
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 def _task_states(flow_run_id: Any) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from lab.transport import open_host
 from power.track import execute_track
 from tests.support.official_power import free_port
 from tests.support.targets import provisioned_target
-from tests.test_flow import prefect_api  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.lab
 RULES = load_rules("v6.1")
@@ -63,7 +62,7 @@ def test_power_run_ranging_then_testing_is_stored_and_judged(track_inventory: In
 
 
 def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
-        prefect_api: None, lab_dir: Path, track_inventory: Inventory,  # noqa: F811
+        prefect_api: None, lab_dir: Path, track_inventory: Inventory,
         tmp_path: Path) -> None:
     import yaml
 

@@ -3,11 +3,9 @@ run waits for the analyzer instead of failing (real lab, real Prefect API, simul
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -26,16 +24,6 @@ from tests.support.campaigns import write_campaign
 from tests.support.power_inventory import with_analyzers
 
 pytestmark = pytest.mark.lab
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(

@@ -26,7 +26,6 @@ from tests.support.campaigns import write_campaign
 from tests.support.official import POWER_DEV
 from tests.support.official_power import free_port
 from tests.support.sntp import SntpServer
-from tests.test_flow import prefect_api  # noqa: F401  (a fixture)
 from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.lab
@@ -60,7 +59,7 @@ def official_inventory(lab_dir: Path, folder: Path, launcher: Path, ntp: SntpSer
 
 
 @needs_checkout
-def test_official_power_campaign_on_a_lab_host(prefect_api: None,  # noqa: F811
+def test_official_power_campaign_on_a_lab_host(prefect_api: None,
                                                lab_dir: Path, tmp_path: Path,
                                                ptd_launcher: Path,  # noqa: F811
                                                ntp: SntpServer) -> None:

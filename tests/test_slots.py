@@ -6,9 +6,7 @@ intervals on the host never overlap, and `host:h2` is a limit Prefect lists (rea
 from __future__ import annotations
 
 import itertools
-import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +21,6 @@ from tests.support.campaigns import write_campaign
 def test_slot_names_are_host_then_analyzer() -> None:
     assert slot_names("h2", None) == ["host:h2"]
     assert slot_names("h2", "sim-wt310e") == ["host:h2", "analyzer:sim-wt310e"]
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 @pytest.mark.lab
