@@ -4,13 +4,9 @@ benchmark and the drop (real Prefect API with its triggers and actions services)
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from flows.events import emit_regressions
 from tests.test_alert import Receiver, nightly_history, receiver  # noqa: F401 (fixture)
@@ -19,16 +15,6 @@ from tests.test_alert import Receiver, nightly_history, receiver  # noqa: F401 (
 PAYLOAD = ('{"text": "{{ event.payload.description }}", '
            '"benchmark": "{{ event.payload.benchmark }}", '
            '"change_pct": {{ event.payload.change_pct }}}')
-
-
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
 
 
 def test_regression_event_triggers_one_webhook_notification(
