@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -93,3 +94,25 @@ def test_detached_process_can_be_stopped(any_host: Host) -> None:
     status = any_host.wait_detached(handle, timeout_s=10)
     assert not status.running
     assert status.exit_status not in (None, 0)
+
+
+@pytest.mark.parametrize("stranger", ["other command", "same folder, started later"])
+def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host,
+                                                                  stranger: str) -> None:
+    state = any_host.detached_dir("stale")
+    argv = ["sleep", "60"] if stranger == "other command" else ["sh", "-c", "sleep 60; :", state]
+    proc = subprocess.Popen(argv, start_new_session=True)  # took the pid of a crashed wrapper
+    try:
+        any_host.makedirs(state)
+        any_host.run(["sh", "-c", 'echo "$1" > "$0/pid"; echo 1 > "$0/start"', state,
+                      str(proc.pid)])
+        handle = any_host.find_detached("stale")
+        assert handle is not None and handle.pid == proc.pid
+        assert any_host.poll_detached(handle).lost  # not running: that process is not ours
+        for reach in ("wrapper", "group", "children"):
+            assert any_host.stop_detached(handle, signal="KILL", reach=reach) is False
+        time.sleep(0.2)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
