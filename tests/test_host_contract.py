@@ -6,6 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lab.errors import CommandFailed, CommandTimedOut
@@ -116,3 +117,16 @@ def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_run_that_ignores_term_is_killed_with_its_whole_group(
+        any_host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import native
+
+    monkeypatch.setattr(native, "STOP_GRACE_S", 1.0)
+    script = f"trap '' TERM; sleep 60; : {any_host.work_dir}"
+    handle = any_host.start_detached(["sh", "-c", script], name="stubborn")
+    native._stop(any_host, handle)  # TERM is ignored, so KILL goes to the process group
+    assert not any_host.poll_detached(handle).running
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]
