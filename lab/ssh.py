@@ -24,12 +24,14 @@ from lab.config import HostConfig
 from lab.errors import (
     CommandFailed,
     CommandTimedOut,
+    ConfigError,
     ConnectError,
     ConnectionLost,
     TransferFailed,
 )
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
 from lab.known_hosts import KnownHosts, KnownKey, append_key, host_entry
+from lab.names import host_name
 from lab.output import CHUNK_BYTES, OutputTail
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
@@ -51,6 +53,11 @@ class SshTarget:
 def resolve_target(config: HostConfig) -> SshTarget:
     """Merge the host entry with ~/.ssh/config when it names an alias; entry values win."""
     found: dict[str, Any] = {}
+    if config.ssh_alias:  # checked again: a model_copy(update=...) skips validation
+        try:
+            host_name(config.ssh_alias)
+        except ValueError as e:
+            raise ConfigError(f"Host '{config.name}': ssh_alias {e}.") from e
     if config.ssh_alias and USER_SSH_CONFIG.exists():
         found = dict(paramiko.SSHConfig.from_path(str(USER_SSH_CONFIG)).lookup(config.ssh_alias))
     identity = found.get("identityfile", [None])[0]

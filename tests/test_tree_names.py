@@ -114,3 +114,18 @@ def test_fallback_swap_and_recovery_after_a_crash(tmp_path: Path,
     _tree(swap.previous(root), "stale")  # killed after the new tree made it in
     swap.recover(root)
     assert not swap.previous(root).exists() and root.exists()
+
+
+def test_an_unchecked_ssh_alias_never_reaches_the_ssh_config_lookup(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab import ssh
+    from lab.config import HostConfig
+
+    config_file = tmp_path / "ssh_config"
+    config_file.write_text("Match exec \"test %h = n1\"\n  User nobody\n")
+    monkeypatch.setattr(ssh, "USER_SSH_CONFIG", config_file)
+    good = HostConfig(name="n1", ssh_alias="n1")
+    bad = good.model_copy(update={"ssh_alias": f"n1;touch {tmp_path / 'pwned'}"})
+    with pytest.raises(ConfigError, match="is not a host name"):
+        ssh.resolve_target(bad)
+    assert not (tmp_path / "pwned").exists()
