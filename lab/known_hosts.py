@@ -130,7 +130,7 @@ def matches(patterns: str, host: str) -> bool:
 def append_key(path: Path, host: str, key_type: str, key_b64: str) -> KnownKey | None:
     """Record host's key at the end of path under an exclusive lock; return a different key
     of the same type already recorded for host instead (the file is then left as it was)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # as ~/.ssh should be
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # dropped by close; OpenSSH itself appends in one write

@@ -168,7 +168,11 @@ class SshHost(Host):
                 "the new one."
             )
         if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
-            notes = KnownHosts.read(t.known_hosts).notes(hosts_entry)
+            known = KnownHosts.read(t.known_hosts)
+            unusable = [f"{t.known_hosts}:{k.line} records a {k.key_type} key, a type subrun "
+                        "(paramiko) cannot verify." for k in known.host_keys(hosts_entry)
+                        if _pkey(k) is None]
+            notes = " ".join([*unusable, known.notes(hosts_entry)]).strip()
             return ConnectError(
                 f"The host key of {where} is not in {t.known_hosts}, so subrun cannot verify it "
                 "and refuses to connect. Check the key's fingerprint with the machine's owner, "
@@ -411,7 +415,7 @@ def _pkey(entry: KnownKey) -> paramiko.PKey | None:
     """The paramiko key of a known_hosts entry; None for a type paramiko cannot use."""
     try:
         return paramiko.PKey.from_type_string(entry.key_type, base64.b64decode(entry.key_b64))
-    except (paramiko.SSHException, ValueError, TypeError):
+    except (paramiko.SSHException, paramiko.pkey.UnknownKeyType, ValueError, TypeError):
         return None
 
 

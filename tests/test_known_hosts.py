@@ -148,7 +148,9 @@ def test_hosts_check_names_malformed_lines_and_exits_3(ssh_config: HostConfig,
     from flows.cli import app
 
     known = tmp_path / "known_hosts"
-    known.write_text("@cert-authority [127.0.0.2]:2222 ssh-ed25519 " + ED + "\nbroken line\n")
+    known.write_text("@cert-authority [127.0.0.2]:2222 ssh-ed25519 " + ED + "\nbroken line\n"
+                     "[127.0.0.2]:2222 sk-ssh-ed25519@openssh.com "
+                     "AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n")
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text(f"hosts:\n  - {{name: h2, address: 127.0.0.2, port: 2222, user: root, "
                          f"key: {ssh_config.key}, known_hosts: {known}}}\n")
@@ -157,3 +159,4 @@ def test_hosts_check_names_malformed_lines_and_exits_3(ssh_config: HostConfig,
     flat = " ".join(result.output.split())
     assert "is not in" in flat and f"{known}:1 trusts a certificate authority" in flat
     assert f"{known}:2: expected host names" in flat
+    assert f"{known}:3 records a sk-ssh-ed25519@openssh.com key, a type subrun" in flat
