@@ -1,7 +1,8 @@
 """Targets reached over SSH (paramiko lives here and nowhere else).
 
-Host keys are always verified against a known_hosts file; an unknown key is accepted only when
-the host entry opts in to trust-on-first-use. A dropped link is re-established with backoff on the
+Host keys are always verified against a known_hosts file (read, and appended to, by
+lab.known_hosts); an unknown key is accepted only when the host entry opts in to
+trust-on-first-use. A dropped link is re-established with backoff on the
 next call, but a command cut off by the drop is reported, never silently run again.
 """
 
@@ -406,7 +407,12 @@ class _FirstContact(paramiko.MissingHostKeyPolicy):
             raise _RevokedKey(key)
         if not self.trust:
             raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
-        other = append_key(self.known.path, hostname, key.get_name(), key.get_base64())
+        try:
+            other = append_key(self.known.path, hostname, key.get_name(), key.get_base64())
+        except OSError as e:  # final: no retry can make the file writable
+            raise ConnectError(f"Cannot record the host key of {hostname} in {self.known.path} "
+                               f"({e.strerror}); make the file writable, or record the key "
+                               "yourself with ssh-keyscan.") from e
         if other is not None and (expected := _pkey(other)) is not None:
             raise paramiko.BadHostKeyException(hostname, key, expected)
 

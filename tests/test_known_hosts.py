@@ -160,3 +160,36 @@ def test_hosts_check_names_malformed_lines_and_exits_3(ssh_config: HostConfig,
     assert "is not in" in flat and f"{known}:1 trusts a certificate authority" in flat
     assert f"{known}:2: expected host names" in flat
     assert f"{known}:3 records a sk-ssh-ed25519@openssh.com key, a type subrun" in flat
+
+
+@pytest.mark.lab
+def test_a_known_hosts_that_cannot_be_read_is_one_clear_error_at_once(
+        ssh_config: HostConfig, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.mkdir()  # not a file
+    with pytest.raises(ConnectError, match=f"{known}: the known_hosts file cannot be read"):
+        _host(ssh_config, tmp_path, known, trust_on_first_use=True).run(["true"])
+
+
+def test_a_known_hosts_pointed_at_an_endless_file_is_refused(tmp_path: Path) -> None:
+    endless = tmp_path / "known_hosts"
+    endless.symlink_to("/dev/zero")
+    with pytest.raises(ConnectError, match="larger than"):
+        KnownHosts.read(endless)
+
+
+def test_a_key_that_cannot_be_recorded_is_a_final_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab import known_hosts, ssh
+
+    path = tmp_path / "known_hosts"
+    key = ssh._pkey(known_hosts.KnownKey("h", "ssh-ed25519", ED, 1))
+    assert key is not None
+
+    def read_only(*args: object, **kwargs: object) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(known_hosts.os, "open", read_only)
+    policy = ssh._FirstContact(KnownHosts(path), trust_on_first_use=True)
+    with pytest.raises(ConnectError, match=f"Cannot record the host key of h in {path}"):
+        policy.missing_host_key(None, "h", key)  # type: ignore[arg-type]
