@@ -64,14 +64,12 @@ def start(port: int = DEFAULT_PORT, *, timeout_s: float = 120) -> LocalServer:
     log = pid_file.with_suffix(".log")
     env = {**os.environ, "PREFECT_SERVER_API_HOST": "127.0.0.1"}
     env.pop("PREFECT_API_URL", None)
+    argv = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+            "--port", str(port)]
     with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-             "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True,
-        )
-    pidfile.write(pid_file, proc.pid)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    pidfile.write(pid_file, proc.pid, argv)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if healthy(port):

@@ -30,13 +30,16 @@ class PidRecord:
     cmdline: tuple[str, ...]
 
 
-def write(path: Path, pid: int) -> PidRecord:
-    """Record the live process pid in path (atomically) and return what was recorded."""
+def write(path: Path, pid: int, cmdline: Sequence[str]) -> PidRecord:
+    """Record the process pid, started as cmdline, in path (atomically); return the record.
+
+    cmdline is what the caller started, not read back: right after a start the process may
+    still be inside exec, with no command line of its own yet."""
     try:
-        proc = psutil.Process(pid)
-        record = PidRecord(pid, proc.create_time(), tuple(proc.cmdline()))
+        started = psutil.Process(pid).create_time()  # set at fork: exec does not change it
     except psutil.Error:  # it ended at once: whatever gets the pid next is not it
-        record = PidRecord(pid, 0.0, ("(ended before it was recorded)",))
+        started = 0.0
+    record = PidRecord(pid, started, tuple(cmdline))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"pid": pid, "started": record.started,
                                "cmdline": list(record.cmdline)}) + "\n")

@@ -104,6 +104,10 @@ def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host
     argv = ["sleep", "60"] if stranger == "other command" else ["sh", "-c", "sleep 60; :", state]
     proc = subprocess.Popen(argv, start_new_session=True)  # took the pid of a crashed wrapper
     try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(proc.pid).cmdline() != argv:  # until its exec is done
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         any_host.makedirs(state)
         any_host.run(["sh", "-c", 'echo "$1" > "$0/pid"; echo 1 > "$0/start"', state,
                       str(proc.pid)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from lab import pidfile
 def stranger() -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated live process, as the one that inherits a stale pid would be."""
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group leader, too
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).cmdline() != ["sleep", "60"]:  # until its exec is done
+        assert time.monotonic() < deadline, "sleep did not start"
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
@@ -25,7 +30,7 @@ def stranger() -> Iterator[subprocess.Popen[bytes]]:
 def test_a_record_matches_only_the_process_it_was_written_for(
         tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
     path = tmp_path / "x.pid"
-    pidfile.write(path, stranger.pid)
+    pidfile.write(path, stranger.pid, ["sleep", "60"])
     record = pidfile.read(path)
     assert record is not None and pidfile.process(record) is not None
     assert pidfile.process(record, ("sleep", "60")) is not None
