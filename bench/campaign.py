@@ -22,6 +22,7 @@ from pydantic import (
 from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
 from lab.config import DEFAULT_INVENTORY
+from lab.names import FolderName
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
@@ -54,7 +55,7 @@ class Campaign(Strict):
     inventory: Path = DEFAULT_INVENTORY
     round: str = "v6.1"
     division: Literal["closed", "open", "network"] = "open"
-    submitter: str | None = None  # default: the inventory's system_defaults.submitter
+    submitter: FolderName | None = None  # default: the inventory's system_defaults.submitter
     mode: Mode = Mode.SHORT
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True

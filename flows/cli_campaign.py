@@ -124,7 +124,7 @@ def status_command(campaign: CampaignArg = None) -> None:
     from flows.status import campaign_status, eta_s
 
     ctx = _load(campaign)
-    statuses = campaign_status(ctx.plan, ctx.store)
+    statuses = guarded(lambda: campaign_status(ctx.plan, ctx.store))  # a corrupt run.json
     table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.store_dir})")
     for column in ("host", "benchmark", "scenario", "run", "state", "detail"):
         table.add_column(column)

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from lab import system_fields
+from lab.names import HostName, folder_name
 from lab.yamlfile import load_model
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
@@ -90,7 +91,7 @@ class HostConfig(Strict):
     port: Port = 22
     user: str | None = None
     key: Path | None = None
-    ssh_alias: str | None = None
+    ssh_alias: HostName | None = None  # checked: ~/.ssh/config may paste it into a shell
     known_hosts: Path | None = None
     trust_on_first_use: bool = False
     work_dir: str = "/var/tmp/subrun"
@@ -199,6 +200,8 @@ class Inventory(Strict):
     @classmethod
     def _known_default_fields(cls, value: dict[str, str | int]) -> dict[str, str | int]:
         _check_system_keys(value)
+        if "submitter" in value:
+            folder_name(str(value["submitter"]))  # the tree's <division>/<submitter> folder
         return value
 
     @model_validator(mode="after")

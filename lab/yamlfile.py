@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from lab.errors import ConfigError
+from lab.filekind import not_settings
 
 M = TypeVar("M", bound=BaseModel)
 Loc = tuple[str | int, ...]
@@ -44,6 +45,8 @@ def load_model(path: Path, model: type[M], *, context: dict[str, Any] | None = N
                           "YAML would silently keep only the last one. Remove one of them.")
     if data is None:
         data = {}
+    if not isinstance(data, dict):  # not a settings file at all: never echo what it holds
+        raise ConfigError(not_settings(path, data, model))
     try:
         return model.model_validate(data, context={"base_dir": path.parent, **(context or {})})
     except ValidationError as e:

@@ -150,10 +150,8 @@ def ptd_identity(server_log: str) -> str:
 def stop_power_server(server: PowerServer, timeout_s: float = 40.0) -> None:
     """SIGINT the server (a graceful stop: ranges restored, PTDaemon stopped), then harder."""
     host, handle = server.host, server.handle
-    children = host.run(["ps", "-o", "pid=", "--ppid", str(handle.pid)], check=False,
-                        timeout_s=30).stdout.split()
-    for pid in children:  # the server itself; SIGINT to its wrapper would become SIGTERM
-        host.run(["kill", "-INT", pid], check=False, timeout_s=30)
+    # the server itself is the wrapper's child; SIGINT to its wrapper would become SIGTERM
+    host.stop_detached(handle, signal="INT", reach="children")
     if host.wait_detached(handle, timeout_s=timeout_s).running:
         host.stop_detached(handle)
         if host.wait_detached(handle, timeout_s=15).running:
