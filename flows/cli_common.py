@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lab.errors import SubrunError
 
@@ -20,5 +21,6 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except SubrunError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        # the message may quote a file's own text, such as a key `[/]`: never read as markup
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
