@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -19,13 +20,45 @@ from pydantic import (
     model_validator,
 )
 
+from bench.loadgen_keys import key_problem
 from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
+from bench.settings import KEY_PATTERN
 from lab.config import DEFAULT_INVENTORY
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
-UserConf = dict[str, Setting]  # LoadGen user.conf keys without the model.scenario prefix
+
+
+def _loadgen_values(conf: object) -> object:
+    """Each key a LoadGen setting and each value one LoadGen can take, seen as written (before
+    pydantic would turn `true` into 1)."""
+    if not isinstance(conf, dict):
+        return conf  # the dict validation that follows says what is wrong
+    problems = []
+    for key, value in conf.items():
+        if not isinstance(key, str):
+            problems.append(f"{key!r} is not a LoadGen key (a name such as 'target_qps')")
+        elif "." in key and not KEY_PATTERN.fullmatch(key):
+            problems.append(f"'{key}' is not a LoadGen key (a name such as 'target_qps', or "
+                            "'model.scenario.name')")
+        elif problem := key_problem(key.rsplit(".", 1)[-1], value):
+            problems.append(problem)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return conf
+
+
+# LoadGen user.conf keys without the model.scenario prefix, each checked against what LoadGen
+# does with its value
+UserConf = Annotated[dict[str, Setting], BeforeValidator(_loadgen_values)]
+
+
+def _once(items: list[Any], what: str) -> list[Any]:
+    twice = sorted({str(i) for i in items if items.count(i) > 1})
+    if twice:
+        raise ValueError(f"{what} {', '.join(twice)} listed more than once; list each once")
+    return items
 
 
 class Strict(BaseModel):
@@ -36,8 +69,16 @@ class BenchmarkPlan(Strict):
     """One benchmark on one host: its scenarios and per-scenario LoadGen settings."""
 
     benchmark: Name  # a folder under images/
-    scenarios: list[Scenario] | None = None  # default: every scenario the manifest supports
+    # default: every scenario the manifest supports
+    scenarios: Annotated[list[Scenario], Field(min_length=1)] | None = None
     settings: dict[Scenario, UserConf] = Field(default_factory=dict)
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios_once(cls, scenarios: list[Scenario] | None) -> list[Scenario] | None:
+        if scenarios is not None:
+            _once([s.value for s in scenarios], "scenario")
+        return scenarios
 
 
 class HostPlan(Strict):
@@ -45,6 +86,12 @@ class HostPlan(Strict):
 
     host: Name
     benchmarks: list[BenchmarkPlan] = Field(min_length=1)
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _benchmarks_once(cls, benchmarks: list[BenchmarkPlan]) -> list[BenchmarkPlan]:
+        _once([b.benchmark for b in benchmarks], "benchmark")
+        return benchmarks
 
 
 class Campaign(Strict):
