@@ -22,5 +22,13 @@ def guarded(fn: Callable[[], T]) -> T:
         return fn()
     except SubrunError as e:
         # the message may quote a file's own text, such as a key `[/]`: never read as markup
-        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(plain(str(e)))}", highlight=False,
+                  soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
+
+
+def plain(text: str) -> str:
+    """text with every control or formatting character but the newline written as an escape,
+    so that a file's bytes cannot move the cursor, recolour or reorder the terminal."""
+    return "".join(c if c == "\n" or c.isprintable() else c.encode("unicode_escape").decode()
+                   for c in text)

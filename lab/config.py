@@ -133,7 +133,7 @@ class HostConfig(Strict):
     ssh_alias: str | None = None
     known_hosts: Path | None = None
     trust_on_first_use: StrictBool = False
-    work_dir: str = "/var/tmp/subrun"
+    work_dir: MountPath = "/var/tmp/subrun"  # run folders below it are mounted into containers
     labels: list[str] = Field(default_factory=list)
     # idle seconds before every run: one run's heat and caches stay out of the next
     # (the mobile rules' 5-minute cool-down is settle_s: 300)

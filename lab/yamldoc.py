@@ -161,5 +161,6 @@ class _CappedLoader(yaml.SafeLoader):
         try:
             return super().construct_object(node, deep)
         except (ValueError, OverflowError) as e:  # int('1' * 5000), a 2001-13-45 timestamp
-            raise ConstructorError(None, None, f"a value cannot be read ({e})",
+            reason = str(e).split(";")[0]  # not Python's advice on raising its limits
+            raise ConstructorError(None, None, f"a value cannot be read ({reason})",
                                    node.start_mark) from None

@@ -66,7 +66,8 @@ def _dotted(loc: Loc) -> str:
         elif part in ("function-after", "function-before", "function-wrap"):
             continue
         else:
-            out += ("." if out else "") + str(part)
+            shown = str(part) if str(part).isprintable() else repr(part)  # "min_duration\n"
+            out += ("." if out else "") + shown
     return out
 
 
