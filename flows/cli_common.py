@@ -22,8 +22,7 @@ def guarded(fn: Callable[[], T]) -> T:
         return fn()
     except SubrunError as e:
         # the message may quote a file's own text, such as a key `[/]`: never read as markup
-        err.print(f"[bold red]error:[/] {escape(plain(str(e)))}", highlight=False,
-                  soft_wrap=True)
+        err.print(f"[bold red]error:[/] {shown(str(e))}", highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
 
 
@@ -32,3 +31,8 @@ def plain(text: str) -> str:
     so that a file's bytes cannot move the cursor, recolour or reorder the terminal."""
     return "".join(c if c == "\n" or c.isprintable() else c.encode("unicode_escape").decode()
                    for c in text)
+
+
+def shown(text: object) -> str:
+    """text as rich prints it literally: files and targets decide what it says, not how."""
+    return escape(plain(str(text)))
