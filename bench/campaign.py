@@ -7,6 +7,7 @@ so `subrun run campaign.yaml` and `prefect deployment run submission/full` valid
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -55,7 +56,7 @@ UserConf = Annotated[dict[str, Setting], BeforeValidator(_loadgen_values)]
 
 
 def _once(items: list[Any], what: str) -> list[Any]:
-    twice = sorted({str(i) for i in items if items.count(i) > 1})
+    twice = sorted(str(i) for i, n in Counter(items).items() if n > 1)
     if twice:
         raise ValueError(f"{what} {', '.join(twice)} listed more than once; list each once")
     return items
@@ -136,8 +137,7 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _one_entry_per_host(self) -> Campaign:
-        names = [h.host for h in self.hosts]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = sorted(n for n, k in Counter(h.host for h in self.hosts).items() if k > 1)
         if twice:
             raise ValueError(f"host(s) {', '.join(twice)} listed more than once under `hosts:`; "
                              "put all of a host's benchmarks in one entry")

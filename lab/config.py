@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -238,8 +239,7 @@ class Inventory(Strict):
     @field_validator("analyzers")
     @classmethod
     def _unique_analyzer_names(cls, analyzers: list[AnalyzerConfig]) -> list[AnalyzerConfig]:
-        names = [a.name for a in analyzers]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = sorted(n for n, k in Counter(a.name for a in analyzers).items() if k > 1)
         if twice:
             raise ValueError(f"analyzer name(s) {', '.join(twice)} used more than once; every "
                              "analyzer needs its own name")

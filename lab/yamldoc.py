@@ -17,9 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.composer import ComposerError
-from yaml.constructor import ConstructorError
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import AliasEvent, CollectionStartEvent, ScalarEvent
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from lab.errors import ConfigError
 
@@ -42,8 +46,10 @@ def read_document(path: Path) -> tuple[yaml.Node | None, Any]:
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-    except yaml.reader.ReaderError as e:
-        line, column = _position(text, e.position)
+    except yaml.reader.ReaderError as e:  # libyaml counts bytes of UTF-8, PyYAML characters
+        before = text.encode()[:e.position].decode("utf-8", "replace") if _Events is not \
+            _PythonEvents else text[:e.position]
+        line, column = _position(before, None)
         raise ConfigError(f"{path}:{line}:{column}: contains the control character "
                           f"U+{e.character:04X}, which YAML does not allow; remove it "
                           "(was the file written by a binary tool?).") from None
@@ -102,11 +108,30 @@ def _refused(problem: str, event: Any) -> _TooMuch:
     return _TooMuch(None, None, problem, event.start_mark)
 
 
-class _CappedLoader(yaml.SafeLoader):
-    """SafeLoader that counts while composing: depth, recursive aliases, expanded size."""
+class _PythonEvents(Reader, Scanner, Parser):
+    """PyYAML's own reader, scanner and parser, for a PyYAML built without libyaml."""
 
     def __init__(self, text: str) -> None:
-        super().__init__(text)
+        Reader.__init__(self, text)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+
+
+try:  # libyaml scans and parses about eight times faster than PyYAML's Python
+    from yaml._yaml import CParser as _Events
+except ImportError:  # pragma: no cover
+    _Events = _PythonEvents  # type: ignore[misc, assignment]
+
+
+class _CappedLoader(Composer, _Events, SafeConstructor, Resolver):
+    """A safe loader whose composer (PyYAML's, in Python) counts as it builds the node tree:
+    depth, recursive aliases, expanded size. Events come from libyaml when it is there."""
+
+    def __init__(self, text: str) -> None:
+        _Events.__init__(self, text)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        Composer.__init__(self)
         self._depth = 0
         self._open_anchors: list[str] = []
         self._values: dict[int, int] = {}  # id(node) -> values it expands to
