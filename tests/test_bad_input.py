@@ -142,6 +142,74 @@ def test_every_mutant_is_accepted_or_refused_in_one_paragraph(tmp_path: Path,
     assert accepted > 20  # the generator still makes valid files too: the test can tell them
 
 
+SCENARIOS = "scenarios: [SingleStream, MultiStream, Offline, Server]"
+
+
+def offline(settings: str, mode: str = "short") -> str:
+    """The demo campaign on Offline only, with these LoadGen settings, power off."""
+    return (CAMPAIGN.replace(SCENARIOS, f"scenarios: [Offline]\n        settings: "
+                                        f"{{Offline: {{{settings}}}}}")
+            .replace("mode: short", f"mode: {mode}").replace("power: true", "power: false"))
+
+
+def docker(line: str) -> str:
+    return HOSTS.replace("      base_image:", f"      {line}\n      base_image:", 1)
+
+
+# Every case the issue lists, each with the words of its refusal
+ISSUE_CASES: dict[str, tuple[str | bytes, str, str]] = {
+    "non-UTF-8": (HOSTS.encode().replace(b"Demo", b"D\xe9mo"), CAMPAIGN, "is not UTF-8 text"),
+    "NUL byte": (HOSTS.replace("Demo", "D\x00mo"), CAMPAIGN, "control character U+0000"),
+    "recursive alias": (HOSTS + "x: &a [*a]\n", CAMPAIGN, "refers to a node that contains it"),
+    "deep nesting": (HOSTS + "x: " + "[" * 500 + "]" * 500 + "\n", CAMPAIGN,
+                     "nested deeper than 50 levels"),
+    "key [/]": (HOSTS.replace("  submitter: Demo", "  '[/]': Demo"), CAMPAIGN,
+                "'[/]' is not a system description field"),
+    "target_qps: fast": (HOSTS, offline("target_qps: fast"), "'target_qps' must be a number"),
+    "target_qps: 0": (HOSTS, offline("target_qps: 0"), "'target_qps' must be a number"),
+    "target_qps: -5": (HOSTS, offline("target_qps: -5"), "'target_qps' must be a number"),
+    "target_qps: .nan": (HOSTS, offline("target_qps: .nan"), "(got nan)"),
+    "target_qps: 10**400": (HOSTS, offline("target_qps: 1" + "0" * 400), "'target_qps' must"),
+    "min_duration: .inf": (HOSTS, offline("min_duration: .inf"), "(got inf)"),
+    "min_duration: -1": (HOSTS, offline("min_duration: -1"), "'min_duration' must be a whole"),
+    "min_query_count: 1e30": (HOSTS, offline("min_query_count: 1e30"), "(got '1e30')"),
+    "port: true": (HOSTS.replace("port: 8888", "port: true"), CAMPAIGN,
+                   "analyzers[0].port: Input should be a valid integer"),
+    "port: '2_2'": (HOSTS.replace("port: 8888", "port: '2_2'"), CAMPAIGN,
+                    "analyzers[0].port: Input should be a valid integer"),
+    "min_duration newline in submission": (HOSTS, offline('"min_duration\\n": 10', "submission"),
+                                           "'min_duration\\n' is not a LoadGen setting"),
+    "scenario twice": (HOSTS, CAMPAIGN.replace(SCENARIOS, "scenarios: [Offline, Offline]"),
+                       "scenario Offline listed more than once"),
+    "benchmark twice": (HOSTS, CAMPAIGN + "      - benchmark: digits\n",
+                        "benchmark digits listed more than once"),
+    "analyzer twice": (HOSTS + "  - {name: sim-wt310e, host: local, port: 8889}\n", CAMPAIGN,
+                       "analyzer name(s) sim-wt310e used more than once"),
+    "unserved scenario": (HOSTS, CAMPAIGN.replace(SCENARIOS, "scenarios: [Interactive]"),
+                          "benchmark 'digits' does not serve Interactive"),
+    "read-write /": (docker("mounts: [{source: /, target: /h, read_only: false}]"), CAMPAIGN,
+                     "/ is part of the host's own system"),
+    "mount option through a comma": (docker("mounts: [{source: '/d,readonly=false', "
+                                            "target: /d}]"), CAMPAIGN, "without commas"),
+    "docker_host on 0.0.0.0": (docker("docker_host: tcp://0.0.0.0:2375"), CAMPAIGN,
+                               "is a plain TCP Docker API"),
+    "/dev/zero inventory": (HOSTS, CAMPAIGN.replace("inventory: hosts.yaml",
+                                                    "inventory: /dev/zero"),
+                            "/dev/zero: is not a regular file"),
+}
+
+
+@pytest.mark.parametrize("case", list(ISSUE_CASES))
+def test_each_listed_case_is_refused_with_exit_2(case: str, tmp_path: Path) -> None:
+    hosts, campaign, expected = ISSUE_CASES[case]
+    mutant = Mutant("issue", case, hosts if isinstance(hosts, bytes) else hosts.encode(),
+                    campaign.encode())
+    code, out, err, wall_s = plan_in_process(tmp_path, mutant)
+    assert code == 2, out + err
+    assert expected in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and wall_s < WALL_S
+
+
 WORST = {
     "alias bomb": ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)) + HOSTS,
