@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -26,6 +27,7 @@ from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
 from bench.settings import KEY_PATTERN
 from lab.config import DEFAULT_INVENTORY
+from lab.system_fields import SUBMITTER
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
@@ -102,7 +104,8 @@ class Campaign(Strict):
     inventory: Path = DEFAULT_INVENTORY
     round: str = "v6.1"
     division: Literal["closed", "open", "network"] = "open"
-    submitter: str | None = None  # default: the inventory's system_defaults.submitter
+    # default: the inventory's system_defaults.submitter
+    submitter: Annotated[str, Field(pattern=SUBMITTER)] | None = None
     mode: Mode = Mode.SHORT
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True
@@ -110,7 +113,7 @@ class Campaign(Strict):
     # official: power-dev's server and client with SPEC PTDaemon (hosts.yaml `director:`);
     # track: subrun's own daemon, never submittable; true: official in submission mode, else track
     power: bool | Literal["official", "track"] = False
-    max_reruns: Annotated[int, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
+    max_reruns: Annotated[StrictInt, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
     output_dir: Path = Path("out")
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path

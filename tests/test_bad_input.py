@@ -156,7 +156,7 @@ def docker(line: str) -> str:
     return HOSTS.replace("      base_image:", f"      {line}\n      base_image:", 1)
 
 
-# Every case the issue lists, each with the words of its refusal
+# Every case of the bad-input list, each with the words of its refusal
 ISSUE_CASES: dict[str, tuple[str | bytes, str, str]] = {
     "non-UTF-8": (HOSTS.encode().replace(b"Demo", b"D\xe9mo"), CAMPAIGN, "is not UTF-8 text"),
     "NUL byte": (HOSTS.replace("Demo", "D\x00mo"), CAMPAIGN, "control character U+0000"),
@@ -196,6 +196,14 @@ ISSUE_CASES: dict[str, tuple[str | bytes, str, str]] = {
     "/dev/zero inventory": (HOSTS, CAMPAIGN.replace("inventory: hosts.yaml",
                                                     "inventory: /dev/zero"),
                             "/dev/zero: is not a regular file"),
+    # and a few more of the same kind
+    "submitter a path": (HOSTS, CAMPAIGN.replace("mode: short", "mode: short\nsubmitter: ../x"),
+                         "submitter: String should match pattern"),
+    "inventory submitter a path": (HOSTS.replace("submitter: Demo", "submitter: ../../x"),
+                                   CAMPAIGN, "submitter '../../x' is also a folder"),
+    "max_reruns: true": (HOSTS, CAMPAIGN + "max_reruns: true\n", "max_reruns: Input should be"),
+    "work_dir with a comma": (HOSTS.replace("work_dir: /var/tmp/subrun", "work_dir: /t,ro"),
+                              CAMPAIGN, "without commas"),
 }
 
 
