@@ -43,7 +43,7 @@ def _loadgen_values(conf: object) -> object:
         if not isinstance(key, str):
             problems.append(f"{key!r} is not a LoadGen key (a name such as 'target_qps')")
         elif "." in key and not KEY_PATTERN.fullmatch(key):
-            problems.append(f"'{key}' is not a LoadGen key (a name such as 'target_qps', or "
+            problems.append(f"{key!r} is not a LoadGen key (a name such as 'target_qps', or "
                             "'model.scenario.name')")
         elif problem := key_problem(key.rsplit(".", 1)[-1], value):
             problems.append(problem)

@@ -4,8 +4,8 @@ LoadGen reads every key with `strtoull` or `strtod` and never says when a value 
 `min_duration = -1` becomes 2^64-1 ms, a key it does not know (a typo, a trailing newline) is
 silently ignored, and a flag is any integer. So every key a campaign sets is checked here against
 what LoadGen does with it, before anything is written: whole numbers stay within the integer type
-LoadGen stores them in (durations in ms are later held in ns, hence the lower bound), decimals are
-finite and in range, flags are 0 or 1, percentiles are percent.
+LoadGen stores them in (durations in ms are later held in ns, hence their smaller ceiling),
+decimals are finite and in range, flags are 0 or 1, percentiles are percent.
 """
 
 from __future__ import annotations

@@ -43,8 +43,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-
-
 def _mount_path(value: str) -> str:
     """An absolute path that cannot add an option to docker's `--mount` (comma-separated CSV)."""
     if not value.startswith("/") or any(c in value for c in ',"') or not value.isprintable():

@@ -27,8 +27,8 @@ from yaml.scanner import Scanner
 
 from lab.errors import ConfigError
 
-# A hosts.yaml or campaign is a few KiB (200 hosts: about 40 KiB). PyYAML parses some 300 KiB/s
-# here, so the cap also bounds the time any file can take to be refused.
+# A hosts.yaml or campaign is a few KiB (200 hosts: about 40 KiB). Parsing and composing run at
+# some 300 KiB/s here, so the cap also bounds the time any file takes to be read or refused.
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 50  # nesting levels; the deepest real file has under ten
 MAX_VALUES = 100_000  # values the document stands for, each alias counted as what it repeats
@@ -52,29 +52,29 @@ def read_document(path: Path) -> tuple[yaml.Node | None, Any]:
         line, column = _position(before, None)
         raise ConfigError(f"{path}:{line}:{column}: contains the control character "
                           f"U+{e.character:04X}, which YAML does not allow; remove it "
-                          "(was the file written by a binary tool?).") from None
+                          "(was the file written by a binary tool?).") from e
     except _TooMuch as e:
         mark = e.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise ConfigError(f"{where}: refused: {e.problem}; no configuration file needs that, "
-                          "so check it is the file you meant.") from None
+                          "so check it is the file you meant.") from e
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise ConfigError(f"{where}: this is not valid YAML: {e.problem}. "
-                          "Check the indentation and quoting around that line.") from None
+                          "Check the indentation and quoting around that line.") from e
     except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as e:
         raise ConfigError(f"{path}: this is not valid YAML ({type(e).__name__}). "
-                          "Check the file is the one you meant.") from None
+                          "Check the file is the one you meant.") from e
     return node, data
 
 
 def _read_text(path: Path) -> str:
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ConfigError(f"{path}: is not a regular file (a folder, device or pipe); "
-                              "name the YAML file itself.")
-        with open(path, "rb") as f:
+    try:  # opened without blocking (a pipe would wait for a writer), then checked as opened
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{path}: is not a regular file (a folder, device or pipe); "
+                                  "name the YAML file itself.")
             raw = f.read(MAX_BYTES + 1)
     except FileNotFoundError as e:
         raise ConfigError(f"{path}: file not found. Create it, or pass the right path.") from e
@@ -91,7 +91,7 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as e:
         line, column = _position(raw[:e.start].decode("utf-8", "replace"), None)
         raise ConfigError(f"{path}:{line}:{column}: is not UTF-8 text (a byte there cannot be "
-                          "decoded); save the file as UTF-8.") from None
+                          "decoded); save the file as UTF-8.") from e
 
 
 def _position(text: str, offset: int | None) -> tuple[int, int]:
