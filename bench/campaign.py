@@ -27,7 +27,6 @@ from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
 from bench.settings import KEY_PATTERN
 from lab.config import DEFAULT_INVENTORY
-from lab.system_fields import SUBMITTER
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
@@ -104,8 +103,7 @@ class Campaign(Strict):
     inventory: Path = DEFAULT_INVENTORY
     round: str = "v6.1"
     division: Literal["closed", "open", "network"] = "open"
-    # default: the inventory's system_defaults.submitter
-    submitter: Annotated[str, Field(pattern=SUBMITTER)] | None = None
+    submitter: str | None = None  # default: the inventory's system_defaults.submitter
     mode: Mode = Mode.SHORT
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True

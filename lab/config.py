@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
@@ -305,10 +304,6 @@ def _check_system_keys(value: dict[str, str | int]) -> None:
         if key not in system_fields.ALL:
             raise ValueError(f"'{key}' is not a system description field "
                              f"({_suggest(key, list(system_fields.ALL))})")
-    if "submitter" in value and not re.match(system_fields.SUBMITTER, str(value["submitter"])):
-        raise ValueError(f"submitter {str(value['submitter'])!r} is also a folder of the "
-                         "submission tree: letters, digits, spaces and _.,&+()- only, starting "
-                         "with a letter or digit")
 
 
 def _suggest(word: str, choices: list[str]) -> str:

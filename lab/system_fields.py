@@ -46,7 +46,3 @@ NETWORK = (
 OPTIONAL = ("system_power_capacity",)
 
 ALL = REQUIRED + POWER + NETWORK + OPTIONAL
-
-# The submitter is also the folder `<division>/<submitter>/` of the submission tree: a name,
-# never a path such as "../x"
-SUBMITTER = r"^[A-Za-z0-9][A-Za-z0-9 _.,&+()-]{0,62}$"

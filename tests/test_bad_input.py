@@ -197,10 +197,6 @@ ISSUE_CASES: dict[str, tuple[str | bytes, str, str]] = {
                                                     "inventory: /dev/zero"),
                             "/dev/zero: is not a regular file"),
     # and a few more of the same kind
-    "submitter a path": (HOSTS, CAMPAIGN.replace("mode: short", "mode: short\nsubmitter: ../x"),
-                         "submitter: String should match pattern"),
-    "inventory submitter a path": (HOSTS.replace("submitter: Demo", "submitter: ../../x"),
-                                   CAMPAIGN, "submitter '../../x' is also a folder"),
     "max_reruns: true": (HOSTS, CAMPAIGN + "max_reruns: true\n", "max_reruns: Input should be"),
     "work_dir with a comma": (HOSTS.replace("work_dir: /var/tmp/subrun", "work_dir: /t,ro"),
                               CAMPAIGN, "without commas"),
