@@ -38,17 +38,20 @@ class Hung(BaseException):
 
 
 @contextlib.contextmanager
-def alarm(seconds: int) -> Iterator[None]:
+def alarm(seconds: float) -> Iterator[None]:
+    """Raise Hung after seconds; pytest-timeout's own timer (the same one) is put back after."""
     def ring(signum: int, frame: FrameType | None) -> None:
         raise Hung(f"still running after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
+    start = time.monotonic()
+    outer_s, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        signal.alarm(0)
+        left_s = max(outer_s - (time.monotonic() - start), 0.001) if outer_s else 0
         signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_REAL, left_s)
 
 
 @contextlib.contextmanager
