@@ -161,8 +161,8 @@ class _CappedLoader(Composer, _Events, SafeConstructor, Resolver):
             self._depth -= 1
             if anchor:
                 self._open_anchors.pop()
-        if anchor and node is not None:  # only an anchored node can be repeated: remember
-            # what it expands to
+        # only an anchored node can be repeated: remember what it expands to
+        if anchor and node is not None:
             self._values[id(node)] = self._expanded(node)
         return node
 
