@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flows.cli_common import err, guarded, out
+from flows.cli_common import err, guarded, out, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
 
@@ -58,9 +58,9 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
               f"{duration(plan.estimate_s)} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
-        out.print(f"[yellow]note:[/] {note}", highlight=False)
+        out.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     for note in analyzer_notes(plan, ctx.inventory):
-        out.print(f"[yellow]power:[/] {note}", highlight=False)
+        out.print(f"[yellow]power:[/] {shown(note)}", highlight=False)
     _check_power(ctx)
 
 
@@ -73,7 +73,7 @@ def _check_power(ctx: CampaignContext) -> None:
     finally:
         ctx.close()
     if note:
-        out.print(f"[green]power:[/] {note}", highlight=False)
+        out.print(f"[green]power:[/] {shown(note)}", highlight=False)
 
 
 def run_command(campaign: CampaignArg = None,
@@ -95,7 +95,8 @@ def run_command(campaign: CampaignArg = None,
 
         def advance(step: progress.Step) -> None:
             colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
-            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {step.label}", highlight=False)
+            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
+                              highlight=False)
             bar.update(job, completed=step.done)
 
         progress.listen(advance)
@@ -108,7 +109,7 @@ def run_command(campaign: CampaignArg = None,
             progress.unlisten(advance)
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
     for failure in summary["failed"]:
-        out.print(f"[red]failed:[/] {failure}", highlight=False)
+        out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)
     if summary["tarball"]:
         out.print(f"Submission tree: {summary['tree']}\nTarball: {summary['tarball']}")
     else:
@@ -132,7 +133,7 @@ def status_command(campaign: CampaignArg = None) -> None:
         spec = s.planned.spec
         style = STATE_STYLE[s.state]
         table.add_row(spec.host, spec.benchmark, spec.scenario.value, spec.kind.value,
-                      f"[{style}]{s.state}[/]", s.detail)
+                      f"[{style}]{s.state}[/]", shown(s.detail))
     out.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
     out.print(", ".join(f"{n} {state}" for state, n in counts.items()

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ByteSize,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     StringConstraints,
     ValidationInfo,
     field_validator,
@@ -23,11 +27,13 @@ from pydantic import (
 )
 
 from lab import system_fields
+from lab.docker_host import check_docker_host
 from lab.names import HostName, folder_name
 from lab.yamlfile import load_model
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
-Port = Annotated[int, Field(ge=1, le=65535)]
+# strict: YAML's `true` is not port 1, nor the text '2_2' port 22
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 DEFAULT_INVENTORY = Path(__file__).resolve().parent.parent / "hosts.yaml"
 
 
@@ -37,12 +43,36 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _mount_path(value: str) -> str:
+    """An absolute path that cannot add an option to docker's `--mount` (comma-separated CSV)."""
+    if not value.startswith("/") or any(c in value for c in ',"') or not value.isprintable():
+        raise ValueError(f"{value!r} must be an absolute path without commas, double quotes or "
+                         "control characters (docker's --mount would read them as options)")
+    return value
+
+
+MountPath = Annotated[str, AfterValidator(_mount_path)]
+# top-level folders of the target's own system, never handed writable to a container
+SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc",
+                         "/root", "/run", "/sbin", "/sys", "/usr", "/var"})
+
+
 class Mount(Strict):
     """A dataset or model directory on the target, mounted read-only into benchmark containers."""
 
-    source: str
-    target: str
-    read_only: bool = True
+    source: MountPath
+    target: MountPath
+    read_only: StrictBool = True
+
+    @model_validator(mode="after")
+    def _not_the_system(self) -> Mount:
+        if not self.read_only and os.path.normpath(self.source) in SYSTEM_DIRS:
+            raise ValueError(f"{self.source} is part of the host's own system and would be "
+                             "writable by the container; mount a data folder instead, or keep "
+                             "`read_only: true`")
+        if os.path.normpath(self.target) == "/":
+            raise ValueError("a mount cannot replace the container's `/`; pick a folder")
+        return self
 
 
 class DockerSettings(Strict):
@@ -52,10 +82,19 @@ class DockerSettings(Strict):
     docker_host: str | None = None  # DOCKER_HOST on the target, when not the default socket
     provision: Literal["build", "ship"] = "build"  # build on the target, or ship from controller
     base_image: str | None = None  # what benchmark images build FROM here (default: manifest's)
-    gpus: Literal["all"] | list[str] | None = None
+    gpus: Literal["all"] | list[Annotated[str, StringConstraints(
+        pattern=r"^[A-Za-z0-9_:-]+$")]] | None = None
     shm_size: Annotated[str, StringConstraints(pattern=r"^\d+[bkmgBKMG]?$")] = "1g"
-    ulimits: dict[str, int] = Field(default_factory=dict)
+    ulimits: dict[Annotated[str, StringConstraints(pattern=r"^[a-z]+$")],
+                  Annotated[StrictInt, Field(ge=-1)]] = Field(default_factory=dict)
     mounts: list[Mount] = Field(default_factory=list)
+
+    @field_validator("docker_host")
+    @classmethod
+    def _private_engine(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_docker_host(value)
+        return value
 
 
 class NativeSettings(Strict):
@@ -68,7 +107,7 @@ class Limits(Strict):
     """What the controller accepts from a target it does not trust: the files one run may
     leave for collection, and the output it keeps of any one command (per stream, its end)."""
 
-    collect_max_files: Annotated[int, Field(ge=1)] = 50_000
+    collect_max_files: Annotated[StrictInt, Field(ge=1)] = 50_000
     collect_max_bytes: Annotated[ByteSize, Field(ge=1)] = ByteSize(64 * 1024**3)  # "64GiB"
     output_max_bytes: Annotated[ByteSize, Field(ge=1024)] = ByteSize(16 * 1024**2)  # "16MiB"
 
@@ -93,12 +132,12 @@ class HostConfig(Strict):
     key: Path | None = None
     ssh_alias: HostName | None = None  # checked: ~/.ssh/config may paste it into a shell
     known_hosts: Path | None = None
-    trust_on_first_use: bool = False
-    work_dir: str = "/var/tmp/subrun"
+    trust_on_first_use: StrictBool = False
+    work_dir: MountPath = "/var/tmp/subrun"  # run folders below it are mounted into containers
     labels: list[str] = Field(default_factory=list)
     # idle seconds before every run: one run's heat and caches stay out of the next
     # (the mobile rules' 5-minute cool-down is settle_s: 300)
-    settle_s: float = Field(default=3.0, ge=0, le=3600)
+    settle_s: float = Field(default=3.0, ge=0, le=3600, strict=True, allow_inf_nan=False)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
     limits: Limits = Field(default_factory=Limits)
@@ -148,7 +187,7 @@ class AnalyzerConfig(Strict):
     visa_library: str = ""  # pyvisa backend for a real instrument, e.g. "@py"; "" = default
     python: str | None = None  # Python with subrun on the daemon's host; default python3
     # For SPEC PTDaemon behind power-dev (the official path): PTDaemon's own device settings.
-    device_type: int | None = None  # default: 49 for WT310/WT310E, 52 for WT333E
+    device_type: StrictInt | None = None  # default: 49 for WT310/WT310E, 52 for WT333E
     device_port: str | None = None  # e.g. /dev/usbtmc0, or the serial number with -y
     interface_flag: Literal["", "-g", "-n", "-y", "-U"] = ""
 
@@ -195,6 +234,15 @@ class Inventory(Strict):
                                  f"and {i}; every host needs its own name")
             seen[host.name] = i
         return hosts
+
+    @field_validator("analyzers")
+    @classmethod
+    def _unique_analyzer_names(cls, analyzers: list[AnalyzerConfig]) -> list[AnalyzerConfig]:
+        twice = sorted(n for n, k in Counter(a.name for a in analyzers).items() if k > 1)
+        if twice:
+            raise ValueError(f"analyzer name(s) {', '.join(twice)} used more than once; every "
+                             "analyzer needs its own name")
+        return analyzers
 
     @field_validator("system_defaults")
     @classmethod
