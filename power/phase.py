@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from lab.errors import PowerError, SubrunError
-from power import metric, protocol
+from power import metric
 from power.client import Identity, PtdClient
 from power.protocol import Sample
 
@@ -35,7 +35,8 @@ class WorkloadCall:
 
 
 Workload = Callable[[WorkloadCall], None]
-SampleLogReader = Callable[[], str]  # the text of the daemon's `-l` sample log
+# (mark, keep) -> the samples of the daemon's `-l` log with that mark which keep accepts
+SampleLogReader = Callable[[str, Callable[[Sample], bool]], list[Sample]]
 
 
 @dataclass(frozen=True)
@@ -158,18 +159,12 @@ def _salvage(monitor: SampleMonitor, sample_log: SampleLogReader | None) -> None
         monitor.fetch()
     if sample_log is None:
         return
+    last = monitor.samples[-1].time if monitor.samples else None
     try:
-        text = sample_log()
+        missed = sample_log(monitor.mark, lambda s: last is None or s.time > last)
     except SubrunError:
         return  # the daemon's host is unreachable too; keep what we have
-    last = monitor.samples[-1].time if monitor.samples else None
-    monitor.keep([s for s, mark in _marked(text)
-                  if mark == monitor.mark and (last is None or s.time > last)])
-
-
-def _marked(text: str) -> list[tuple[Sample, str | None]]:
-    parsed = (protocol.parse_sample_line(line) for line in text.splitlines())
-    return [p for p in parsed if p is not None]
+    monitor.keep(missed)
 
 
 def _failed(plan: PhasePlan, monitor: SampleMonitor, error: PowerError) -> PowerError:
