@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from lab.errors import PowerError
 from power import protocol
 from power.client import PtdClient
 from power.daemon import Daemon, DaemonOptions, parse_args
