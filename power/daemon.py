@@ -44,6 +44,7 @@ from power.commands import dispatch
 from power.console_file import RotatingConsoleFile
 from power.daemon_options import DaemonOptions, parse_args
 from power.instrument import Analyzer, open_analyzer
+from power.listener import keepalive, listen
 from power.meter import Console, Meter, SampleLog, Stream
 from power.protocol import Command, LineSocket
 
@@ -105,7 +106,7 @@ class Daemon:
                          f"{', simulated' if analyzer.simulated else ''})")
         self.meter = Meter(analyzer, self.console, SampleLog(self.options.log_path))
         self.console.say(f"Uncertainty checking for {analyzer.spec.ptd_name} is activated")
-        self._listener = _listen(self.options.bind, self.options.port)
+        self._listener = listen(self.options.bind, self.options.port, MAX_CLIENTS)
         self.port = self._listener.getsockname()[1]
         self.meter.start()
         self._accepting = threading.Thread(target=self._accept_loop, name="accept", daemon=True)
@@ -175,7 +176,7 @@ class Daemon:
                 continue
             except OSError:
                 return  # the listener was closed by stop()
-            _keepalive(conn)
+            keepalive(conn)
             client = Client(LineSocket(conn), f"{peer[0]}:{peer[1]}",
                             self.policy.trusts(str(peer[0])))
             with self._lock:
@@ -281,30 +282,6 @@ def _shown(line: str, command: Command) -> str:
     if len(line) > SHOWN_COMMAND_CHARS:
         return f"{line[:SHOWN_COMMAND_CHARS]}... ({len(line)} characters)"
     return line
-
-
-def _keepalive(conn: socket.socket) -> None:
-    """Probe a silent peer after 30 s so that one whose host vanished is dropped in ~1 min."""
-    conn.settimeout(None)
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-        if hasattr(socket, name):
-            conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
-
-
-def _listen(address: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((address, port))
-    except OSError as e:
-        listener.close()
-        raise PowerError(f"subrun's power daemon cannot listen on {address}:{port}: "
-                         f"{e.strerror}; is another daemon still running there?") from e
-    listener.listen(MAX_CLIENTS)
-    listener.settimeout(0.2)
-    return listener
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ START_TIMEOUT_S = 30.0
 
 
 class DaemonBusy(PowerError):
-    """The daemon answers but serves another client."""
+    """The daemon answers but has no room for another client."""
 
 
 @dataclass(frozen=True)
