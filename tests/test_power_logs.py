@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from lab.errors import PowerError
+from lab.host import Detached
 from lab.local import LocalHost
 from lab.output import MIB
 from power.daemon_logs import copy_console, marked_samples
+from power.powerdev import logged_identity
 from power.protocol import Sample
 from tests.support.memory import peak_growth
 
@@ -75,3 +77,21 @@ def test_the_console_is_copied_oldest_part_first(tmp_path: Path) -> None:
     copy_console(host, str(remote), tmp_path / "capped.txt", max_bytes=3)
     capped = (tmp_path / "capped.txt").read_text()
     assert capped.count("(console part ") == 2 and "older" not in capped
+
+
+def test_power_devs_identify_is_found_however_long_its_servers_log(tmp_path: Path) -> None:
+    """power-dev's server logs every sample it reads; PTDaemon's Identify is near the start."""
+    state_dir = tmp_path / "detached" / "power-server-wt"
+    state_dir.mkdir(parents=True)
+    identity = "YokogawaWT310E,daemon=subrun,version=0.1.0-subrun-not-SPEC-PTDaemon"
+    samples = "\\n".join(f"Time,01-05-2026 02:00:{i % 60:02d}.000,Watts,140.0" for i in range(900))
+    with (state_dir / "out.log").open("w") as f:
+        f.write("INFO Analyzer [1] is sending to ptd: 'Hello'\n"
+                "INFO Analyzer [1] recieved reply from ptd: 'Hello, PTDaemon here!'\n"
+                "INFO Analyzer [1] is sending to ptd: 'Identify'\n"
+                f"INFO Analyzer [1] recieved reply from ptd: '{identity}'\n")
+        for _ in range(200):  # a long session: ~7 MB of logged RL replies
+            f.write(f"INFO Analyzer [1] got reply from ptd: '{samples}'\n")
+    host = LocalHost("local", str(tmp_path), output_cap_bytes=64 * 1024)
+    handle = Detached("local", "power-server-wt", str(state_dir), 1)
+    assert logged_identity(host, handle) == identity
