@@ -23,6 +23,7 @@ from power.protocol import Sample
 
 PhaseName = Literal["ranging", "testing"]
 LOADGEN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt")
+KEEPALIVE_S = 20.0  # well under the daemon's idle timeout (60 s by default)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
     """
     client.set_range("V", plan.volts)
     client.set_range("A", plan.amps)
-    time.sleep(plan.settle_s)
+    settle(client, plan.settle_s)
     spl = plan.phase_dir / "spl.txt"
     monitor = SampleMonitor(client, spl, plan.mark, plan.poll_s)
     started = time.time()
@@ -137,6 +138,16 @@ def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
         f.write("\n")  # power-dev's spl.txt ends with one blank line
     copy_loadgen_logs(plan.loadgen_dir, plan.phase_dir, started)
     return monitor.samples
+
+
+def settle(client: PtdClient, seconds: float) -> None:
+    """Wait before Go, reading the analyzer every KEEPALIVE_S: the daemon drops a client that
+    is silent without a measurement running, and a long settle is not idling."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, KEEPALIVE_S))
+        if deadline - time.monotonic() > 0:
+            client.command("Watts")
 
 
 def _run_workload(client: PtdClient, identity: Identity, plan: PhasePlan,

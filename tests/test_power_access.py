@@ -15,6 +15,7 @@ import pytest
 from lab.config import AnalyzerConfig, HostConfig, load_inventory
 from lab.errors import ConfigError, PowerError
 from lab.local import LocalHost
+from power import phase
 from power.access import AccessPolicy, parse_networks
 from power.client import PtdClient
 from power.console_file import rotated
@@ -84,6 +85,20 @@ def test_our_client_sends_the_token_first(tmp_path: Path, token_file: Path) -> N
         client = PtdClient("127.0.0.1", daemon.port, token=TOKEN)
         assert client.connect().is_subrun
         assert client.messages[0] == ("Auth,<token>", "Auth OK")  # never the token itself
+        client.close()
+
+
+def test_a_long_settle_before_go_is_not_taken_for_idling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = DaemonOptions(tmp_path / "ptd.log", 0, 49, "sim", idle_timeout_s=0.8)
+    monkeypatch.setattr(phase, "KEEPALIVE_S", 0.3)
+    with Daemon(options, stream=_Lines()) as daemon:
+        client = PtdClient("127.0.0.1", daemon.port)
+        client.connect()
+        client.set_range("V", "Auto")  # holds the session, no measurement yet
+        phase.settle(client, 1.5)
+        client.go(1000, "after-settle")  # still connected, still holding the session
+        client.stop()
         client.close()
 
 
