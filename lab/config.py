@@ -7,6 +7,7 @@ Paths are resolved against the directory of the file that names them.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections import Counter
 from pathlib import Path
@@ -173,15 +174,26 @@ class HostConfig(Strict):
 
 
 class AnalyzerConfig(Strict):
-    """A power analyzer, behind a PTDaemon-protocol daemon on some host."""
+    """A power analyzer, behind a PTDaemon-protocol daemon on some host.
+
+    subrun's daemon listens on loopback unless `listen:` says otherwise; beyond loopback it
+    serves only peers that send the shared token, named here by `token_env:` (an environment
+    variable on the controller) or `token_file:` (a file on the controller), never written
+    into this file. A listen address beyond loopback without a token is refused here."""
 
     name: Name
     model: Literal["WT310", "WT310E", "WT333E"] = "WT310E"
     resource: str = "sim"  # "sim" (pyvisa-sim) or a VISA resource string
     host: str = "local"  # the host the daemon runs on
     port: Port = 8888
-    # How the controller reaches the daemon (and what it listens on); default: the host's
-    # address, or 127.0.0.1 for a local host.
+    token_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    token_file: Path | None = None
+    # What subrun's daemon listens on: 127.0.0.1 (default), an address of its host, or 0.0.0.0
+    listen: str = "127.0.0.1"
+    # A client silent this long is dropped (one waiting out its own measurement is not)
+    idle_timeout_s: float = Field(default=60.0, gt=0, le=86400)
+    # How the controller reaches the daemon; default: `listen:`, or for 0.0.0.0 the host's
+    # address (127.0.0.1 for a local host).
     address: str | None = None
     sim_file: Path | None = None  # a pyvisa-sim YAML of your own instead of the shipped one
     visa_library: str = ""  # pyvisa backend for a real instrument, e.g. "@py"; "" = default
@@ -191,17 +203,62 @@ class AnalyzerConfig(Strict):
     device_port: str | None = None  # e.g. /dev/usbtmc0, or the serial number with -y
     interface_flag: Literal["", "-g", "-n", "-y", "-U"] = ""
 
-    @field_validator("sim_file")
+    @field_validator("sim_file", "token_file")
     @classmethod
-    def _resolve_sim_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+    def _resolve_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
         path = Path(os.path.expanduser(value))
         if not path.is_absolute() and info.context and "base_dir" in info.context:
             path = Path(info.context["base_dir"]) / path
         if not path.is_file():
-            raise ValueError(f"no pyvisa-sim file at {path}; fix `sim_file:` or remove it")
+            what = "pyvisa-sim file" if info.field_name == "sim_file" else "token file"
+            raise ValueError(f"no {what} at {path}; fix `{info.field_name}:` or remove it")
         return path
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_beyond_loopback_needs_token(cls, value: str, info: ValidationInfo) -> str:
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"`listen: {value}` is not an IP address; give 127.0.0.1, an "
+                             "address of the daemon's host, or 0.0.0.0 for all") from None
+        if not address.is_loopback and not (info.data.get("token_env")
+                                            or info.data.get("token_file")):
+            raise ValueError(
+                f"analyzer '{info.data.get('name', '?')}' would listen on {value}, beyond "
+                "loopback, without a token, so anyone reaching it could start, stop and "
+                "re-range its measurements; set `token_env:` (an environment variable holding "
+                "a shared token) or `token_file:` on this analyzer, or remove `listen:`")
+        return value
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> AnalyzerConfig:
+        if self.token_env and self.token_file:
+            raise ValueError(f"analyzer '{self.name}' sets both `token_env:` and `token_file:`; "
+                             "keep one")
+        return self
+
+    def token(self) -> str | None:
+        """The shared token (None when the analyzer has none); ConfigError when unreadable."""
+        from lab.errors import ConfigError
+
+        if self.token_env:
+            value = os.environ.get(self.token_env, "").strip()
+            if not value:
+                raise ConfigError(f"Analyzer '{self.name}' takes its token from the environment "
+                                  f"variable {self.token_env} (`token_env:`), which is not set; "
+                                  f"export {self.token_env}=<the shared token>.")
+            return _one_line_token(value, f"${self.token_env}", self.name)
+        if self.token_file:
+            try:
+                value = self.token_file.read_text(errors="replace").strip()
+            except OSError as e:
+                raise ConfigError(f"Analyzer '{self.name}': cannot read `token_file:` "
+                                  f"{self.token_file}: {e.strerror}.") from e
+            return _one_line_token(value, str(self.token_file), self.name)
+        return None
 
 
 class DirectorConfig(Strict):
@@ -300,6 +357,15 @@ class Inventory(Strict):
 def load_inventory(path: Path | None = None) -> Inventory:
     """Load and validate hosts.yaml (the shipped embedded default when path is None)."""
     return load_model(Path(path) if path else DEFAULT_INVENTORY, Inventory)
+
+
+def _one_line_token(value: str, where: str, analyzer: str) -> str:
+    if not value or len(value) > 4096 or "," in value or "\n" in value:
+        from lab.errors import ConfigError
+
+        raise ConfigError(f"Analyzer '{analyzer}': the token in {where} must be one non-empty "
+                          "line of at most 4096 characters, without commas.")
+    return value
 
 
 def _check_system_keys(value: dict[str, str | int]) -> None:

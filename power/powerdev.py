@@ -135,6 +135,24 @@ def conf_path(director: Host, plan: ServerPlan) -> str:
     return str(PurePosixPath(director.work_dir) / "power" / plan.analyzer / "server.conf")
 
 
+IDENTIFY_CONTEXT_LINES = 20  # where the reply to Identify is looked for after the request
+
+
+def logged_identity(director: Host, handle: Detached) -> str:
+    """PTDaemon's Identify reply from the server's log, searched on the director: the log holds
+    every sample the server read, so it is never copied whole."""
+    lines: list[str] = []  # the lines that follow, whatever the output cap keeps of them
+
+    def take(line: str) -> None:
+        if len(lines) <= IDENTIFY_CONTEXT_LINES:
+            lines.append(line[:4096])
+
+    director.run(["grep", "-F", "-m", "1", "-A", str(IDENTIFY_CONTEXT_LINES),
+                  "is sending to ptd: 'Identify'", handle.log_path], check=False, timeout_s=60,
+                 on_output=take)
+    return ptd_identity("\n".join(lines))
+
+
 def ptd_identity(server_log: str) -> str:
     """PTDaemon's reply to Identify, as the server logged it."""
     lines = server_log.splitlines()
