@@ -18,6 +18,11 @@ ALLOWED: dict[str, set[str]] = {
     "collectors": {"bench", "lab"},
     "power": {"bench", "lab"},
     "flows": {"power", "collectors", "submission", "bench", "lab"},
+    # helpers for tests and benchmark scripts: over every package, imported by none of them
+    "testkit": {"flows", "power", "collectors", "submission", "bench", "lab"},
+    # benchmark scripts and lab scripts use the packages and the testkit, never the tests
+    "benchmarks": {"testkit", "flows", "power", "collectors", "submission", "bench", "lab"},
+    "scripts": {"testkit", "flows", "power", "collectors", "submission", "bench", "lab"},
     # the harnesses run inside the benchmark containers, where no orchestrator code exists
     "images": set(),
 }
@@ -64,7 +69,7 @@ def test_imports_follow_the_layers(path: Path) -> None:
 
 def test_the_rule_refuses_a_sibling_and_an_upward_import(tmp_path: Path) -> None:
     """The check itself: power -> submission (siblings) and bench -> power (upward) are refused."""
-    for own, imported in (("power", "submission"), ("bench", "power")):
+    for own, imported in (("power", "submission"), ("bench", "power"), ("benchmarks", "tests")):
         source = tmp_path / f"{own}.py"
         source.write_text(f"from {imported}.x import y\n")
         assert imported in imports_of(source)

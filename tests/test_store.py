@@ -13,7 +13,7 @@ from bench.settings import PerfTargets, ShortMode, run_settings, user_conf
 from bench.store import RunStore
 from bench.verdict import judge_dir
 from lab.errors import RunError
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 
 def make_spec(target_qps: float = 6000) -> RunSpec:
