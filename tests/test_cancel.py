@@ -3,6 +3,7 @@ them `cancelled`, and the campaign started again runs them anew (real lab host h
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from bench.run import RunKind, Scenario
 from bench.store import RunStore
 from flows.status import campaign_status
 from lab.config import Inventory
-from lab.docker import Container, container_status
+from lab.docker import Container
 from tests.support.targets import provisioned_target
 from tests.test_execute import RULES, longer, planned
 
@@ -24,14 +25,15 @@ pytestmark = pytest.mark.lab
 
 def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
                                                      tmp_path: Path) -> None:
-    target = provisioned_target(lab_inventory, "h2", campaign="cancel-me")
+    campaign = f"cancel-me-{uuid.uuid4().hex[:6]}"  # unique: the lab hosts are shared
+    target = provisioned_target(lab_inventory, "h2", campaign=campaign)
     run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 20_000)
     store = RunStore(tmp_path / "store")
     # what a killed flow leaves behind: an attempt marked running, its container going on
     record = store.start_attempt(run.spec)
     handle = remote.start(target, record, run_files(run.spec, RULES))
     assert isinstance(handle.process, Container)
-    assert container_status(target.host, target.config.docker, handle.process).running
+    assert target.engine.status(handle.process).running
 
     cancelled = cancel_running({"h2": target}, store)
     assert [r.key for r in cancelled] == [run.spec.key]
