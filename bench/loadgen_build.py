@@ -81,11 +81,6 @@ def probe_loadgen(python: str = sys.executable, *, timeout_s: float = 60.0) -> L
     return build
 
 
-def loadgen_round(python: str = sys.executable) -> str | None:
-    """The round the installed LoadGen's seeds belong to, or None if no known round."""
-    return probe_loadgen(python).round
-
-
 def require_loadgen_round(round_name: str, python: str = sys.executable) -> LoadgenBuild:
     """The LoadGen build, if its seeds are those of round_name; ConfigError otherwise."""
     rules = load_rules(round_name)
