@@ -4,7 +4,8 @@ Commands are answered by handlers a test registers for an argv prefix (the longe
 on top of a few built-in utilities that work on the fake's own files (`cat`, `test`, `mkdir -p`,
 `rm`, `printf`, `echo`, `wc -c`, `df -Pk`, `sleep`, `true`, `false`). Files live in a dict.
 Time is simulated: a command "takes" the seconds its reply says, and a detached process runs
-until the fake's clock passes its duration, so timeouts and long runs cost no wall time. A
+until the fake's clock passes its duration (its log is its reply's output, whole from the start),
+so timeouts and long runs cost no wall time. A
 command nobody scripted exits 127, as an unknown program does on a real shell, and every call is
 recorded in `calls`. A handler may raise (ConnectionLost, CommandTimedOut ...) to inject a fault.
 
@@ -82,8 +83,7 @@ class FakeHost(Host):
         self._handlers: dict[tuple[str, ...], Handler] = {}
         self._processes: dict[str, _Process] = {}
         self._next_pid = 1000
-        for prefix, handler in _builtins(self).items():
-            self._handlers[prefix] = handler
+        self._handlers.update(_builtins(self))
 
     # --- scripting --------------------------------------------------------------------------
 
