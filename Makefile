@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lab lab-down lint check
+.PHONY: demo test quick lab lab-down lint check
 
 demo: $(STAMP)
 	$(PYTHON) scripts/testlab.py up --engine-only
@@ -15,6 +15,10 @@ demo: $(STAMP)
 test: $(STAMP) lab
 	$(BIN)/pytest
 	$(MAKE) lint
+
+# the loop while editing: no test lab, no root, under a minute
+quick: $(STAMP)
+	$(BIN)/pytest -q -m "not lab and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

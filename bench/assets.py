@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from bench.manifest import Asset, Manifest
 from lab.config import DockerSettings, Mount
-from lab.docker import run_oneshot
+from lab.docker import Engine
 from lab.errors import ImageError
 from lab.host import CommandResult, Host
 
@@ -35,7 +35,8 @@ def verify_assets(host: Host, settings: DockerSettings, manifest: Manifest, imag
               for asset in manifest.assets]
     argv = manifest.verify_argv()
     if argv:
-        result = run_oneshot(host, settings, image, argv, timeout_s, check=False, mounts=mounts)
+        result = Engine(host, settings).oneshot(image, argv, timeout_s, check=False,
+                                                mounts=mounts)
         if not result.ok:
             raise ImageError(
                 f"On host '{host.name}', the dataset/model check of benchmark "
@@ -76,7 +77,8 @@ def _check(host: Host, settings: DockerSettings, manifest: Manifest, image: str,
     argv_tool = f"{asset.algorithm}sum"
     if asset.location == "image":
         path = asset.path
-        result = run_oneshot(host, settings, image, [argv_tool, path], timeout_s, check=False)
+        result = Engine(host, settings).oneshot(image, [argv_tool, path], timeout_s,
+                                                check=False)
     else:
         path = str(PurePosixPath(host_path(host.name, settings, manifest, asset.location))
                    / asset.path)

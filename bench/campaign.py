@@ -24,7 +24,7 @@ from pydantic import (
 
 from bench.loadgen_keys import key_problem
 from bench.manifest import ComplianceDerate
-from bench.run import Mode, RunKind, Scenario, Setting
+from bench.run import Mode, Scenario, Setting
 from bench.settings import KEY_PATTERN
 from lab.config import DEFAULT_INVENTORY
 from lab.names import FolderName
@@ -144,16 +144,6 @@ class Campaign(Strict):
             raise ValueError(f"host(s) {', '.join(twice)} listed more than once under `hosts:`; "
                              "put all of a host's benchmarks in one entry")
         return self
-
-    @property
-    def kinds(self) -> list[RunKind]:
-        """The run kinds this campaign asks for, before the round's per-model test list."""
-        kinds = [RunKind.PERFORMANCE]
-        if self.accuracy:
-            kinds.append(RunKind.ACCURACY)
-        if self.power_path:
-            kinds.append(RunKind.POWER)
-        return kinds
 
     @property
     def power_path(self) -> Literal["official", "track"] | None:

@@ -10,7 +10,6 @@ and TEST01's performance check imports tools/submission/log_parser.py from the s
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +17,9 @@ from pathlib import Path
 from bench.compliance import PASS, ComplianceResult, Dtype, References
 from bench.loadgen_log import ACCURACY_LOG, DETAIL, SUMMARY
 from bench.run import RunKind
-from lab.errors import ConfigError, RunError
+from lab.errors import CommandTimedOut, ConfigError, RunError
+from lab.host import CommandResult
+from lab.local import LocalHost
 
 OFFICIAL_TESTS = (RunKind.TEST01, RunKind.TEST04)
 
@@ -43,9 +44,9 @@ def verify_official(kind: RunKind, compliance_dir: Path, refs: References, out_d
         if kind is RunKind.TEST01:
             argv += ["--dtype", dtype]
         try:
-            done = subprocess.run(argv, cwd=work, capture_output=True, text=True,
-                                  timeout=timeout_s, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            done = LocalHost("controller", str(work)).run(argv, check=False,
+                                                          timeout_s=timeout_s, cwd=str(work))
+        except (OSError, CommandTimedOut) as e:
             raise RunError(f"Could not run {script}: {e}.") from e
     target = Path(out_dir) / kind.value
     return _read_back(kind, target, done)
@@ -66,13 +67,12 @@ def _results_dir(results: Path, refs: References, kind: RunKind) -> Path:
     return results
 
 
-def _read_back(kind: RunKind, target: Path, done: subprocess.CompletedProcess[str]
-               ) -> ComplianceResult:
+def _read_back(kind: RunKind, target: Path, done: CommandResult) -> ComplianceResult:
     perf_file = target / "verify_performance.txt"
     if not perf_file.is_file():
         tail = " / ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
         raise RunError(f"The official {kind} verification wrote no {perf_file} (exit "
-                       f"{done.returncode}): {tail}. It needs numpy and a full checkout.")
+                       f"{done.exit_status}): {tail}. It needs numpy and a full checkout.")
     perf_ok = PASS in perf_file.read_text()
     acc_ok: bool | None = None
     if kind is RunKind.TEST01:

@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from functools import cache
@@ -23,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.loadgen_log import read_detail
 from bench.rules import Seeds, load_rules, round_of_seeds
-from lab.errors import ConfigError, RunError
+from lab.errors import CommandTimedOut, ConfigError, RunError
+from lab.local import LocalHost
 
 CACHE_DIR = Path(os.environ.get("SUBRUN_CACHE_DIR", Path.home() / ".cache" / "subrun"))
 
@@ -81,11 +81,6 @@ def probe_loadgen(python: str = sys.executable, *, timeout_s: float = 60.0) -> L
     return build
 
 
-def loadgen_round(python: str = sys.executable) -> str | None:
-    """The round the installed LoadGen's seeds belong to, or None if no known round."""
-    return probe_loadgen(python).round
-
-
 def require_loadgen_round(round_name: str, python: str = sys.executable) -> LoadgenBuild:
     """The LoadGen build, if its seeds are those of round_name; ConfigError otherwise."""
     rules = load_rules(round_name)
@@ -107,11 +102,11 @@ def require_loadgen_round(round_name: str, python: str = sys.executable) -> Load
 def _probe(python: str, timeout_s: float) -> LoadgenBuild:
     with tempfile.TemporaryDirectory(prefix="subrun-loadgen-probe-") as tmp:
         try:
-            done = subprocess.run([python, "-c", _PROBE], cwd=tmp, capture_output=True,
-                                  text=True, timeout=timeout_s, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            done = LocalHost("controller", tmp).run([python, "-c", _PROBE], check=False,
+                                                    timeout_s=timeout_s, cwd=tmp)
+        except (OSError, CommandTimedOut) as e:
             raise RunError(f"Could not run {python} to probe LoadGen: {e}.") from e
-        if done.returncode != 0:
+        if not done.ok:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
             raise ConfigError(
                 f"{python} could not run a LoadGen test: {' / '.join(tail)}. Install "

@@ -83,12 +83,6 @@ class Plan:
             for r in self.runs]
         return Plan(self.campaign, bound)
 
-    def refine(self, measured_s: Mapping[str, float]) -> Plan:
-        """Replace estimates by measured durations of earlier attempts (by run label)."""
-        return Plan(self.campaign, [
-            PlannedRun(r.spec, measured_s.get(r.label, r.estimate_s), r.after, r.assumption)
-            for r in self.runs])
-
 
 def make_plan(campaign: Campaign, manifests: Mapping[str, Manifest], rules: RoundRules,
               measured: Mapping[MeasuredKey, Measured] | None = None) -> Plan:

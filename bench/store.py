@@ -132,13 +132,6 @@ class RunStore:
         numbers = self._attempt_numbers(key)
         return self.record(key, max(numbers)) if numbers else None
 
-    def latest_passing(self, key: str) -> RunRecord | None:
-        """The most recent finished attempt whose verdict passed, or None."""
-        for record in reversed(self.attempts(key)):
-            if record.state == "finished" and record.verdict and record.verdict.passed:
-                return record
-        return None
-
     def standing(self, key: str) -> RunRecord | None:
         """The attempt that stands for the run (bench.submitted): its best passing performance
         measurement, or the latest passing attempt of any other kind; None when none passed."""

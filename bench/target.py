@@ -32,12 +32,7 @@ from lab.docker import (
     Container,
     ContainerSpec,
     ContainerStatus,
-    container_logs,
-    find_container,
-    remove_container,
-    start_container,
-    stop_container,
-    wait_container,
+    Engine,
 )
 from lab.errors import RunError
 from lab.host import Detached, Host
@@ -84,6 +79,11 @@ class RunTarget:
     def runner(self) -> Runner:
         """Containers, or native processes on a host with `docker: {engine: false}`."""
         return CONTAINERS if self.config.docker.engine else NATIVE
+
+    @property
+    def engine(self) -> Engine:
+        """The host's Docker engine, under its hosts.yaml settings."""
+        return Engine(self.host, self.config.docker)
 
 
 @dataclass(frozen=True)
@@ -136,29 +136,29 @@ class ContainerRunner:
     def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
               labels: Mapping[str, str]) -> Container:
         wrap = target.wrap
-        return start_container(target.host, target.config.docker, ContainerSpec(
+        return target.engine.start(ContainerSpec(
             image=target.image, argv=tuple(argv), run_key=rid, run_dir=run_dir,
             run_mount=RUN_MOUNT, labels=labels, mounts=wrap.mounts if wrap else (),
             network=wrap.network if wrap else "none"))
 
     def find(self, target: RunTarget, rid: str) -> Container | None:
-        return find_container(target.host, target.config.docker, rid)
+        return target.engine.find(rid)
 
     def wait(self, target: RunTarget, process: Container | Detached,
              timeout_s: float) -> RunStatus:
         assert isinstance(process, Container)
-        status = wait_container(target.host, target.config.docker, process, timeout_s=timeout_s)
+        status = target.engine.wait(process, timeout_s=timeout_s)
         if status.running:
-            stop_container(target.host, target.config.docker, process)
+            target.engine.stop(process)
         return status
 
     def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
         assert isinstance(process, Container)
-        return container_logs(target.host, target.config.docker, process, tail=lines)
+        return target.engine.logs(process, tail=lines)
 
     def remove(self, target: RunTarget, process: Container | Detached) -> None:
         assert isinstance(process, Container)
-        remove_container(target.host, target.config.docker, process)
+        target.engine.remove(process)
 
 
 CONTAINERS = ContainerRunner()

@@ -33,8 +33,8 @@ from submission.checker import inference_repo_from_env, run_checker  # noqa: E40
 from submission.inputs import SystemInput  # noqa: E402
 from submission.precheck import precheck  # noqa: E402
 from submission.sources import stored_runs  # noqa: E402
-from tests.support.loadgen_run import TinySut  # noqa: E402
-from tests.support.submission_runs import one_run, tiny_benchmark  # noqa: E402
+from testkit.loadgen_run import TinySut  # noqa: E402
+from testkit.submission_runs import one_run, tiny_benchmark  # noqa: E402
 
 # official runs: only the expected latency / throughput is set, mlperf.conf does the rest
 SLEEP_US = {"SingleStream": 1000, "MultiStream": 250, "Offline": 1000}

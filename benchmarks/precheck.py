@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/precheck.py [--results 100]
 
-The tree is made from real short-mode LoadGen runs (tests.support.submission_runs: resnet on an
+The tree is made from real short-mode LoadGen runs (testkit.submission_runs: resnet on an
 edge system, SingleStream, MultiStream and Offline with accuracy, TEST01 and TEST04), assembled
 once in the open division, then its system is replicated (hard links) until the tree holds the
 requested number of results. Each result has four detail logs to read.
@@ -27,7 +27,7 @@ from submission.assemble import TreeRequest, assemble  # noqa: E402
 from submission.inputs import SystemInput  # noqa: E402
 from submission.layout import find_layouts  # noqa: E402
 from submission.precheck import precheck  # noqa: E402
-from tests.support.submission_runs import real_runs, runs_of, tiny_benchmark  # noqa: E402
+from testkit.submission_runs import SYSTEM, real_runs, runs_of, tiny_benchmark  # noqa: E402
 
 BUDGET_S = 1.0
 
@@ -48,8 +48,6 @@ def replicate(tree: Path, dest: Path, *, systems: int) -> Path:
 def base_tree(work: Path) -> Path:
     store = real_runs(work / "runs")
     system = {k: "N/A" for k in ("host_processor_caches", "host_processor_interconnect")}
-    from tests.test_submission_precheck import SYSTEM
-
     request = TreeRequest(root=work / "tree", division="open", submitter="ACME", round="v6.1")
     assemble(request, runs_of(store), {"local": SystemInput("tinybox", {**SYSTEM, **system})},
              {"tiny": tiny_benchmark(work / "ctx")})

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.store import RunStore  # noqa: E402  (after the path is set)
 from submission.checker import run_checker  # noqa: E402
-from tests.support.official import INFERENCE  # noqa: E402
+from testkit.official import INFERENCE  # noqa: E402
 
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 

@@ -16,7 +16,7 @@ from pydantic import Field
 from collectors.command import Facts, run_probe, why_failed
 from collectors.osinfo import parse_os_release
 from lab.config import DockerSettings
-from lab.docker import run_oneshot
+from lab.docker import Engine
 from lab.errors import CommandFailed, ImageError
 from lab.host import CommandResult, Host
 from lab.native import env_python
@@ -112,7 +112,7 @@ def collect(host: Host, settings: DockerSettings, image: str | None) -> Software
 
 def _run(host: Host, settings: DockerSettings, image: str | None) -> CommandResult:
     if settings.engine and image:
-        return run_oneshot(host, settings, image, PROBE_ARGV, PROBE_TIMEOUT_S, check=False)
+        return Engine(host, settings).oneshot(image, PROBE_ARGV, PROBE_TIMEOUT_S, check=False)
     argv = (env_python(image), *PROBE_ARGV[1:]) if image else PROBE_ARGV  # image: a native env
     return run_probe(host, argv, timeout_s=PROBE_TIMEOUT_S)
 

@@ -17,13 +17,6 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
-def plan_rows(plan: Plan) -> list[dict[str, str]]:
-    """One row per run, in execution order per host."""
-    return [{"host": r.spec.host, "benchmark": r.spec.benchmark,
-             "scenario": r.spec.scenario.value, "kind": r.spec.kind.value,
-             "estimate": duration(r.estimate_s), "note": r.assumption} for r in plan.runs]
-
-
 def analyzer_notes(plan: Plan, inventory: Inventory) -> list[str]:
     """Which analyzer measures each host's power runs, and which hosts take turns on one."""
     hosts: dict[str, list[str]] = {}

@@ -66,6 +66,10 @@ def start(port: int = DEFAULT_PORT, *, timeout_s: float = 120) -> LocalServer:
     env.pop("PREFECT_API_URL", None)
     argv = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
             "--port", str(port)]
+    # Not through LocalHost: the API server is a service of the controller itself, not a command
+    # on a target. It runs under this interpreter with the controller's environment, is watched
+    # with poll() while it comes up, and is stopped by the pid recorded here; the Host contract's
+    # detached processes are runs on targets, kept under a host's work_dir.
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)

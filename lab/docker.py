@@ -7,6 +7,14 @@ to do. Images are never pulled implicitly, and containers run without a network:
 must not depend on one, and the engines of an offline lab have none to give. Containers subrun
 starts carry labels, so a run's container is found again by its key after a reconnect or a
 controller restart.
+
+Why the CLI over the Host and not the docker SDK: the SDK talks to an engine's API on a
+connection of its own (a unix socket on this machine, a tcp port, or `ssh://` through its own ssh
+client), so each target would need its engine socket reachable from the controller, with a second
+set of credentials and host-key checks beside our SSH session. The CLI on the target needs only
+the session we already hold, `docker save | docker load` streams through it, and a local engine
+and a remote one are one code path. So subrun does not depend on the SDK, and one `Engine` per
+host (its settings, its login user, its architecture) runs every docker command.
 """
 
 from __future__ import annotations
@@ -106,6 +114,102 @@ class Engine:
         return result.stdout.strip() or None
 
 
+    # --- one-shot commands ---------------------------------------------------------------
+
+    def oneshot(self, image: str, argv: Sequence[str], timeout_s: float, *, check: bool = True,
+                mounts: Sequence[Mount] = ()) -> CommandResult:
+        """Run a short command in a fresh container of image and return its result.
+
+        The container is removed afterwards, also on timeout. A failure of the engine (no Docker,
+        unknown image) raises ImageError; a non-zero exit of argv raises CommandFailed when check
+        is set, and is returned otherwise.
+        """
+        name = f"subrun-oneshot-{uuid.uuid4().hex[:12]}"
+        args = ["run", "--rm", "--pull", "never", "--name", name, "--network", "none",
+                "--label", f"{LABEL_MANAGED}=1",
+                "--label", f"{LABEL_ONESHOT}=1", *gpu_args(self.settings.gpus),
+                *mount_args(mounts), image, *argv]
+        what = f"a command in image '{image}'"
+        self.require(what)
+        try:
+            result = self.host.run(["docker", *args], check=False, timeout_s=timeout_s,
+                                   env=self.env)
+        except CommandTimedOut:
+            self.docker(["rm", "-f", name], what=f"removing {name}", ok_if_missing=True)
+            raise
+        if _docker_failed(result):
+            raise engine_error(result, what)
+        if check and not result.ok:
+            raise CommandFailed(result, f"On host '{self.host.name}', `{' '.join(argv)}` in "
+                                f"image '{image}' exited with status {result.exit_status}.\n"
+                                f"--- last lines of its output ---\n{result.tail(15)}")
+        return result
+
+    # --- run containers ------------------------------------------------------------------
+
+    def start(self, spec: ContainerSpec) -> Container:
+        """Start spec detached; it outlives this connection and is found by its run key."""
+        self.host.makedirs(spec.run_dir)
+        what = f"starting the container of run {spec.run_key} from image '{spec.image}'"
+        if self.find(spec.run_key) is not None:
+            raise ImageError(f"On host '{self.host.name}', a container for run {spec.run_key} "
+                             "already exists; reattach with Engine.find, or remove it first.")
+        result = self.docker(container_args(spec, self.settings, self.user()), what=what)
+        return Container(self.host.name, result.stdout.strip()[:64], spec.name, spec.run_key,
+                         spec.image)
+
+    def find(self, run_key: str) -> Container | None:
+        """The container of run_key, running or ended, or None."""
+        fmt = "{{.ID}}\t{{.Names}}\t{{.Image}}"
+        result = self.docker(
+            ["ps", "--all", "--no-trunc", "--filter", f"label={LABEL_RUN}={run_key}",
+             "--format", fmt], what=f"looking up the container of run {run_key}")
+        lines = [line.split("\t") for line in result.stdout.splitlines() if line.strip()]
+        if not lines:
+            return None
+        cid, name, image = lines[0]
+        return Container(self.host.name, cid, name, run_key, image)
+
+    def status(self, container: Container) -> ContainerStatus:
+        """Whether the container still runs, or its exit status."""
+        result = self.docker(
+            ["inspect", "--format", '{"State": {{json .State}}, "Image": {{json .Image}}}',
+             container.id], what=f"inspecting container {container.name}")
+        found = json.loads(result.stdout)
+        state, image_id = found["State"], found["Image"]
+        if state.get("Running") or state.get("Status") in ("created", "restarting"):
+            return ContainerStatus(running=True, exit_status=None, image_id=image_id)
+        return ContainerStatus(running=False, exit_status=int(state.get("ExitCode", -1)),
+                               oom_killed=bool(state.get("OOMKilled")),
+                               error=state.get("Error", ""), image_id=image_id)
+
+    def wait(self, container: Container, *, timeout_s: float) -> ContainerStatus:
+        """Block until the container ends or timeout_s passes (then the status says running).
+
+        One `docker wait` on the target, bounded there by `timeout`, instead of polling: the end
+        of a run is seen at once and costs a single round trip."""
+        limit = max(1, math.ceil(timeout_s))
+        self.host.run(["timeout", str(limit), "docker", "wait", container.id], check=False,
+                      timeout_s=limit + 60, env=self.env)
+        return self.status(container)
+
+    def logs(self, container: Container, *, tail: int | None = None) -> str:
+        """What the container wrote to stdout and stderr (its last `tail` lines when given)."""
+        args = ["logs", *(["--tail", str(tail)] if tail else []), container.id]
+        result = self.docker(args, what=f"reading logs of {container.name}", timeout_s=120)
+        return (result.stdout + result.stderr) if result.stderr else result.stdout
+
+    def stop(self, container: Container, *, grace_s: int = 10) -> None:
+        """Stop a running container (TERM, then KILL after grace_s)."""
+        self.docker(["stop", "--time", str(grace_s), container.id],
+                    what=f"stopping {container.name}", timeout_s=grace_s + 60,
+                    ok_if_missing=True)
+
+    def remove(self, container: Container) -> None:
+        """Remove the container (stopping it first if it still runs); a missing one is fine."""
+        self.docker(["rm", "--force", container.id], what=f"removing {container.name}",
+                    ok_if_missing=True)
+
 _USERS: weakref.WeakKeyDictionary[Host, str] = weakref.WeakKeyDictionary()
 
 
@@ -146,46 +250,6 @@ def engine_error(result: CommandResult, what: str) -> ImageError:
                       f"status {result.exit_status}.{shown}")
 
 
-# --- one-shot commands ------------------------------------------------------------------
-
-def run_oneshot(
-    host: Host,
-    docker_settings: DockerSettings,
-    image: str,
-    argv: Sequence[str],
-    timeout_s: float,
-    *,
-    check: bool = True,
-    mounts: Sequence[Mount] = (),
-) -> CommandResult:
-    """Run a short command in a fresh container of image on host and return its result.
-
-    The container is removed afterwards, also on timeout. A failure of the engine (no Docker,
-    unknown image) raises ImageError; a non-zero exit of argv raises CommandFailed when check
-    is set, and is returned otherwise.
-    """
-    engine = Engine(host, docker_settings)
-    name = f"subrun-oneshot-{uuid.uuid4().hex[:12]}"
-    args = ["run", "--rm", "--pull", "never", "--name", name, "--network", "none",
-            "--label", f"{LABEL_MANAGED}=1",
-            "--label", f"{LABEL_ONESHOT}=1", *gpu_args(docker_settings.gpus),
-            *mount_args(mounts), image, *argv]
-    what = f"a command in image '{image}'"
-    engine.require(what)
-    try:
-        result = host.run(["docker", *args], check=False, timeout_s=timeout_s, env=engine.env)
-    except CommandTimedOut:
-        engine.docker(["rm", "-f", name], what=f"removing {name}", ok_if_missing=True)
-        raise
-    if _docker_failed(result):
-        raise engine_error(result, what)
-    if check and not result.ok:
-        raise CommandFailed(result, f"On host '{host.name}', `{' '.join(argv)}` in image "
-                            f"'{image}' exited with status {result.exit_status}.\n"
-                            f"--- last lines of its output ---\n{result.tail(15)}")
-    return result
-
-
 def _docker_failed(result: CommandResult) -> bool:
     """True when `docker run` itself failed (125, or no engine), not the command inside."""
     if engine_fault(result) in ("no_cli", "no_daemon"):
@@ -210,8 +274,6 @@ def mount_args(mounts: Sequence[Mount]) -> list[str]:
         args += ["--mount", spec + (",readonly" if m.read_only else "")]
     return args
 
-
-# --- run containers ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ContainerSpec:
@@ -270,84 +332,3 @@ def container_args(spec: ContainerSpec, settings: DockerSettings, user: str) -> 
     args += mount_args([*settings.mounts, *spec.mounts])
     args += mount_args([Mount(source=spec.run_dir, target=spec.run_mount, read_only=False)])
     return [*args, spec.image, *spec.argv]
-
-
-def start_container(host: Host, settings: DockerSettings, spec: ContainerSpec) -> Container:
-    """Start spec detached on host; it outlives this connection and is found by its run key."""
-    engine = Engine(host, settings)
-    host.makedirs(spec.run_dir)
-    what = f"starting the container of run {spec.run_key} from image '{spec.image}'"
-    if find_container(host, settings, spec.run_key) is not None:
-        raise ImageError(f"On host '{host.name}', a container for run {spec.run_key} already "
-                         "exists; reattach with find_container, or remove it first.")
-    result = engine.docker(container_args(spec, settings, engine.user()), what=what)
-    return Container(host.name, result.stdout.strip()[:64], spec.name, spec.run_key, spec.image)
-
-
-def find_container(host: Host, settings: DockerSettings, run_key: str) -> Container | None:
-    """The container of run_key on host, running or ended, or None."""
-    fmt = "{{.ID}}\t{{.Names}}\t{{.Image}}"
-    result = Engine(host, settings).docker(
-        ["ps", "--all", "--no-trunc", "--filter", f"label={LABEL_RUN}={run_key}", "--format", fmt],
-        what=f"looking up the container of run {run_key}")
-    lines = [line.split("\t") for line in result.stdout.splitlines() if line.strip()]
-    if not lines:
-        return None
-    cid, name, image = lines[0]
-    return Container(host.name, cid, name, run_key, image)
-
-
-def container_status(host: Host, settings: DockerSettings, container: Container) -> ContainerStatus:
-    """Whether the container still runs, or its exit status."""
-    result = Engine(host, settings).docker(
-        ["inspect", "--format", '{"State": {{json .State}}, "Image": {{json .Image}}}',
-         container.id], what=f"inspecting container {container.name}")
-    found = json.loads(result.stdout)
-    state, image_id = found["State"], found["Image"]
-    if state.get("Running") or state.get("Status") in ("created", "restarting"):
-        return ContainerStatus(running=True, exit_status=None, image_id=image_id)
-    return ContainerStatus(running=False, exit_status=int(state.get("ExitCode", -1)),
-                           oom_killed=bool(state.get("OOMKilled")), error=state.get("Error", ""),
-                           image_id=image_id)
-
-
-def wait_container(
-    host: Host,
-    settings: DockerSettings,
-    container: Container,
-    *,
-    timeout_s: float,
-) -> ContainerStatus:
-    """Block until the container ends or timeout_s passes (then the status says running).
-
-    One `docker wait` on the target, bounded there by `timeout`, instead of polling: the end of
-    a run is seen at once and costs a single round trip."""
-    engine = Engine(host, settings)
-    limit = max(1, math.ceil(timeout_s))
-    host.run(["timeout", str(limit), "docker", "wait", container.id], check=False,
-             timeout_s=limit + 60, env=engine.env)
-    return container_status(host, settings, container)
-
-
-def container_logs(
-    host: Host, settings: DockerSettings, container: Container, *, tail: int | None = None
-) -> str:
-    """What the container wrote to stdout and stderr (its last `tail` lines when given)."""
-    args = ["logs", *(["--tail", str(tail)] if tail else []), container.id]
-    result = Engine(host, settings).docker(args, what=f"reading logs of {container.name}",
-                                           timeout_s=120)
-    return (result.stdout + result.stderr) if result.stderr else result.stdout
-
-
-def stop_container(host: Host, settings: DockerSettings, container: Container,
-                   *, grace_s: int = 10) -> None:
-    """Stop a running container (TERM, then KILL after grace_s)."""
-    Engine(host, settings).docker(["stop", "--time", str(grace_s), container.id],
-                                  what=f"stopping {container.name}", timeout_s=grace_s + 60,
-                                  ok_if_missing=True)
-
-
-def remove_container(host: Host, settings: DockerSettings, container: Container) -> None:
-    """Remove the container (stopping it first if it still runs); a missing one is fine."""
-    Engine(host, settings).docker(["rm", "--force", container.id],
-                                  what=f"removing {container.name}", ok_if_missing=True)

@@ -14,7 +14,6 @@ import hashlib
 import io
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import uuid
@@ -22,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lab.errors import ImageError
+from lab.errors import CommandTimedOut, ImageError
+from lab.local import LocalHost
 
 DEFAULT_CACHE = Path(os.environ.get("SUBRUN_CACHE_DIR", Path.home() / ".cache" / "subrun"))
 IMAGE_PREFIX = "subrun/"
@@ -108,9 +108,12 @@ def wheelhouse(spec: ImageSpec, architecture: str, cache_dir: Path = DEFAULT_CAC
             "--python-version", spec.python, "--implementation", "cp", "--abi", f"cp{version}",
             *(arg for p in wheel_platforms(architecture) for arg in ("--platform", p)),
             "-r", str(requirements)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
+    try:
+        done = LocalHost("controller", str(cache_dir)).run(argv, check=False, timeout_s=1800)
+    except CommandTimedOut as e:
+        done = e.result
+    if not done.ok:
+        tail = done.tail(12)
         raise ImageError(f"Downloading the wheels of image '{spec.name}' on the controller "
                          f"failed ({requirements}, Python {spec.python}, {architecture}). Check "
                          "that every requirement is pinned and has a wheel for that platform, "

@@ -277,8 +277,3 @@ def measurement_rule(implementation_json: str, *, power: bool) -> FolderRule:
     """The files of measurements/<system>/<model>/<scenario> (v5 style)."""
     optional = ("mlperf.conf", ANALYZER_TABLE, POWER_SETTINGS) if power else ("mlperf.conf",)
     return _rule((implementation_json, *MEASUREMENT_FILES), optional)
-
-
-def compliance_rule() -> FolderRule:
-    """The files of compliance/<system>/<model>/<scenario> (v5 style): test folders only."""
-    return _rule((), folders=TESTS)

@@ -1,4 +1,5 @@
-"""Shared fixtures. Tests marked `lab` use the real test lab (`python3 scripts/testlab.py up`)."""
+"""Shared fixtures. Tests marked `lab` use the real test lab (`python3 scripts/testlab.py up`);
+tests marked `slow` run real parts that need no root but take seconds (`make quick` skips both)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,20 @@ from lab.transport import open_host
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
+# Modules whose tests drive real LoadGen runs, subrun's power daemon with a simulated analyzer,
+# the Prefect test harness, hostile SSH servers or the official scripts: seconds per test.
+SLOW_MODULES = {
+    "test_automation", "test_bad_input", "test_compliance", "test_hostile_target",
+    "test_loadgen_log", "test_power_daemon", "test_power_dev", "test_power_session",
+    "test_settle", "test_submission_checker", "test_submission_power", "test_submission_precheck",
+    "test_submission_report", "test_submission_tree", "test_verdict",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

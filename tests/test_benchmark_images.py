@@ -13,15 +13,7 @@ from bench.assets import verify_assets
 from bench.manifest import Manifest, load_manifest
 from bench.run import RUN_MOUNT, RunKind, Scenario
 from lab.config import Inventory, Mount
-from lab.docker import (
-    ContainerSpec,
-    Engine,
-    container_logs,
-    remove_container,
-    run_oneshot,
-    start_container,
-    wait_container,
-)
+from lab.docker import ContainerSpec, Engine
 from lab.errors import ImageError
 from lab.provision import ProvisionResult, provision
 from tests.support import tiny_resnet
@@ -46,20 +38,20 @@ def run_in(engine: Engine, image: str, manifest: Manifest, scenario: Scenario, k
     key = "t" + uuid.uuid4().hex[:15]
     spec = ContainerSpec(image=image, argv=tuple(manifest.run_argv(scenario, kind)), run_key=key,
                          run_dir=run_dir, run_mount=RUN_MOUNT)
-    container = start_container(engine.host, engine.settings, spec)
+    container = engine.start(spec)
     try:
-        status = wait_container(engine.host, engine.settings, container, timeout_s=300)
-        logs = container_logs(engine.host, engine.settings, container)
+        status = engine.wait(container, timeout_s=300)
+        logs = engine.logs(container)
         assert status.exit_status == 0, logs[-3000:]
     finally:
-        remove_container(engine.host, engine.settings, container)
+        engine.remove(container)
     return logs
 
 
 def score_in(engine: Engine, image: str, manifest: Manifest, run_dir: str) -> str:
     """Run the manifest's score command over run_dir; returns accuracy.txt."""
     run_mount = Mount(source=run_dir, target=RUN_MOUNT, read_only=False)
-    run_oneshot(engine.host, engine.settings, image, manifest.score_argv(), 300,
+    engine.oneshot(image, manifest.score_argv(), 300,
                 mounts=[*engine.settings.mounts, run_mount])
     return engine.host.read_text(f"{run_dir}/output/accuracy.txt")
 

@@ -3,6 +3,7 @@ them `cancelled`, and the campaign started again runs them anew (real lab host h
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,27 +12,30 @@ import pytest
 from bench import target as remote
 from bench.cancel import cancel_running
 from bench.execute import execute, run_files
+from bench.manifest import load_manifest
 from bench.run import RunKind, Scenario
 from bench.store import RunStore
+from bench.target import RunTarget
 from flows.status import campaign_status
-from lab.config import Inventory
-from lab.docker import Container, container_status
+from lab.config import HostConfig, Inventory
+from lab.docker import Container
+from testkit.fake_host import FakeHost
 from tests.support.targets import provisioned_target
 from tests.test_execute import RULES, longer, planned
 
-pytestmark = pytest.mark.lab
 
-
+@pytest.mark.lab
 def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
                                                      tmp_path: Path) -> None:
-    target = provisioned_target(lab_inventory, "h2", campaign="cancel-me")
+    campaign = f"cancel-me-{uuid.uuid4().hex[:6]}"  # unique: the lab hosts are shared
+    target = provisioned_target(lab_inventory, "h2", campaign=campaign)
     run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 20_000)
     store = RunStore(tmp_path / "store")
     # what a killed flow leaves behind: an attempt marked running, its container going on
     record = store.start_attempt(run.spec)
     handle = remote.start(target, record, run_files(run.spec, RULES))
     assert isinstance(handle.process, Container)
-    assert container_status(target.host, target.config.docker, handle.process).running
+    assert target.engine.status(handle.process).running
 
     cancelled = cancel_running({"h2": target}, store)
     assert [r.key for r in cancelled] == [run.spec.key]
@@ -46,8 +50,11 @@ def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
     target.host.close()
 
 
-def test_status_shows_cancelled(lab_inventory: Inventory, tmp_path: Path) -> None:
-    target = provisioned_target(lab_inventory, "h2", campaign="status")
+def test_status_shows_cancelled(tmp_path: Path) -> None:
+    """Pure logic: a host's state needs no lab, a FakeHost stands in for h2."""
+    config = HostConfig(name="h2", address="127.0.0.2")
+    target = RunTarget(FakeHost("h2"), config, load_manifest("digits"), "subrun/digits:t",
+                       "sha256:" + "0" * 64, campaign="status")
     run = planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE)
     store = RunStore(tmp_path / "store")
     record = store.start_attempt(run.spec)
@@ -55,4 +62,4 @@ def test_status_shows_cancelled(lab_inventory: Inventory, tmp_path: Path) -> Non
 
     [status] = campaign_status(SimpleNamespace(runs=[run]), store)  # type: ignore[arg-type]
     assert status.state == "cancelled"
-    target.host.close()
+    assert target.host.commands() == []  # nothing asked of the host

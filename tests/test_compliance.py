@@ -15,8 +15,8 @@ from bench.rules import load_rules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, ShortMode, audit_config, run_settings, user_conf
 from bench.verdict import judge_dir
-from tests.support.loadgen_run import TinySut, run_loadgen, score_accuracy
-from tests.support.official import INFERENCE
+from testkit.loadgen_run import TinySut, run_loadgen, score_accuracy
+from testkit.official import INFERENCE
 
 RULES = load_rules("v6.1")
 SETTINGS = run_settings(Scenario.OFFLINE, Mode.SHORT, PerfTargets(target_qps=6000),

@@ -13,15 +13,8 @@ from lab.docker import (
     ContainerSpec,
     Engine,
     container_args,
-    container_logs,
-    container_status,
     engine_error,
-    find_container,
     gpu_args,
-    remove_container,
-    run_oneshot,
-    start_container,
-    wait_container,
 )
 from lab.errors import CommandFailed, CommandTimedOut, ImageError
 from lab.host import CommandResult, Host
@@ -88,13 +81,13 @@ def test_engine_errors_name_host_and_cause(stderr: str, status: int, words: str)
 @pytest.mark.lab
 def test_oneshot_returns_output(target: tuple[Host, HostConfig]) -> None:
     host, config = target
-    result = run_oneshot(host, config.docker, BASE, ["python3", "-c", "print(6 * 7)"], 60)
+    result = Engine(host, config.docker).oneshot(BASE, ["python3", "-c", "print(6 * 7)"], 60)
     assert result.ok and result.stdout.strip() == "42"
-    failed = run_oneshot(host, config.docker, BASE, ["sh", "-c", "echo why; exit 3"], 60,
+    failed = Engine(host, config.docker).oneshot(BASE, ["sh", "-c", "echo why; exit 3"], 60,
                          check=False)
     assert failed.exit_status == 3 and failed.stdout.strip() == "why"
     with pytest.raises(CommandFailed) as caught:
-        run_oneshot(host, config.docker, BASE, ["sh", "-c", "echo why; exit 3"], 60)
+        Engine(host, config.docker).oneshot(BASE, ["sh", "-c", "echo why; exit 3"], 60)
     assert host.name in str(caught.value) and BASE in str(caught.value)
 
 
@@ -102,7 +95,7 @@ def test_oneshot_returns_output(target: tuple[Host, HostConfig]) -> None:
 def test_oneshot_unknown_image_is_an_image_error(target: tuple[Host, HostConfig]) -> None:
     host, config = target
     with pytest.raises(ImageError) as caught:
-        run_oneshot(host, config.docker, "subrun/no-such-image:0", ["true"], 60)
+        Engine(host, config.docker).oneshot("subrun/no-such-image:0", ["true"], 60)
     assert host.name in str(caught.value) and "no-such-image" in str(caught.value)
 
 
@@ -111,7 +104,7 @@ def test_oneshot_timeout_removes_the_container(target: tuple[Host, HostConfig]) 
     host, config = target
     marker = f"{60 + uuid.uuid4().int % 1000 / 1000:.3f}"  # a sleep no one else runs
     with pytest.raises(CommandTimedOut):
-        run_oneshot(host, config.docker, BASE, ["sleep", marker], 3)
+        Engine(host, config.docker).oneshot(BASE, ["sleep", marker], 3)
     listed = Engine(host, config.docker).docker(
         ["ps", "--all", "--no-trunc", "--filter", "label=org.subrun.oneshot=1",
          "--format", "{{.Command}}"], what="listing containers")
@@ -123,11 +116,11 @@ def test_no_engine_is_a_clear_error(target: tuple[Host, HostConfig]) -> None:
     host, config = target
     broken = config.docker.model_copy(update={"docker_host": "unix:///nonexistent/docker.sock"})
     with pytest.raises(ImageError) as caught:
-        run_oneshot(host, broken, BASE, ["true"], 30)
+        Engine(host, broken).oneshot(BASE, ["true"], 30)
     assert f"On host '{host.name}', no Docker engine answers" in str(caught.value)
     disabled = config.docker.model_copy(update={"engine": False})
     with pytest.raises(ImageError, match="engine: false"):
-        run_oneshot(host, disabled, BASE, ["true"], 30)
+        Engine(host, disabled).oneshot(BASE, ["true"], 30)
 
 
 @pytest.mark.lab
@@ -138,27 +131,27 @@ def test_run_container_lifecycle(target: tuple[Host, HostConfig], tmp_path: Path
     script = "echo started; pwd; sleep 2; echo result > output.txt; echo done >&2; exit 4"
     spec = ContainerSpec(image=BASE, argv=("sh", "-c", script), run_key=key, run_dir=run_dir,
                          run_mount="/subrun/run", labels={"org.subrun.label": "test"})
-    container = start_container(host, config.docker, spec)
+    container = Engine(host, config.docker).start(spec)
     try:
-        assert container_status(host, config.docker, container).running
+        assert Engine(host, config.docker).status(container).running
         with pytest.raises(ImageError, match="already exists"):
-            start_container(host, config.docker, spec)
+            Engine(host, config.docker).start(spec)
         host.close()  # a controller restart: a fresh connection finds it by its key alone
         again = open_host(config)
-        found = find_container(again, config.docker, key)
+        found = Engine(again, config.docker).find(key)
         assert found is not None and found.id == container.id
-        status = wait_container(again, config.docker, found, timeout_s=60)
+        status = Engine(again, config.docker).wait(found, timeout_s=60)
         assert not status.running and status.exit_status == 4
         assert status.image_id == Engine(again, config.docker).image_id(BASE)
-        logs = container_logs(again, config.docker, found)
+        logs = Engine(again, config.docker).logs(found)
         assert "started" in logs and "/subrun/run" in logs and "done" in logs
         assert again.read_text(f"{run_dir}/output.txt") == "result\n"
-        remove_container(again, config.docker, found)
-        assert find_container(again, config.docker, key) is None
-        remove_container(again, config.docker, found)  # removing twice is fine
+        Engine(again, config.docker).remove(found)
+        assert Engine(again, config.docker).find(key) is None
+        Engine(again, config.docker).remove(found)  # removing twice is fine
     finally:
-        remove_container(host, config.docker, container)
-    assert find_container(host, config.docker, "no-such-run-key") is None
+        Engine(host, config.docker).remove(container)
+    assert Engine(host, config.docker).find("no-such-run-key") is None
 
 
 @pytest.mark.lab
@@ -167,9 +160,9 @@ def test_wait_returns_running_at_deadline(target: tuple[Host, HostConfig]) -> No
     key = "t" + uuid.uuid4().hex[:15]
     spec = ContainerSpec(image=BASE, argv=("sleep", "60"), run_key=key,
                          run_dir=f"{host.work_dir}/runs/{key}", run_mount="/subrun/run")
-    container = start_container(host, config.docker, spec)
+    container = Engine(host, config.docker).start(spec)
     try:
-        assert wait_container(host, config.docker, container, timeout_s=1).running
+        assert Engine(host, config.docker).wait(container, timeout_s=1).running
     finally:
-        remove_container(host, config.docker, container)
-    assert find_container(host, config.docker, key) is None
+        Engine(host, config.docker).remove(container)
+    assert Engine(host, config.docker).find(key) is None

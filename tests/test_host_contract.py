@@ -1,18 +1,68 @@
-"""One contract, two transports: every test here runs over LocalHost and over real SSH."""
+"""One contract, three transports: LocalHost and real SSH (lab), and the in-memory FakeHost.
+
+The fake runs the tests that do not need a real kernel, with the shell snippets below scripted
+as the answers a real shell gives; the tests of process groups and reused pids are lab-only."""
 
 from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from lab.config import Inventory
 from lab.errors import CommandFailed, CommandTimedOut
 from lab.host import Host
+from lab.transport import open_host
+from testkit.fake_host import Call, FakeHost, Reply
 
-pytestmark = pytest.mark.lab
+# what a real shell answers to the snippets of this contract
+SCRIPTED = {
+    "echo out; echo err >&2; exit 0": Reply("out\n", "err\n"),
+    "echo why-it-failed; exit 7": Reply("why-it-failed\n", exit_status=7),
+    "exit 3": Reply(exit_status=3),
+    "echo started; sleep 1; exit 3": Reply("started\n", exit_status=3, duration_s=1),
+}
+
+
+def _env_and_pwd(call: Call) -> Reply:
+    return Reply(f"{call.env.get('SUBRUN_X', '')}\n{call.cwd}\n")
+
+
+def fake_host(work_dir: str) -> FakeHost:
+    host = FakeHost("fake", work_dir)
+    for script, reply in SCRIPTED.items():
+        host.on(["sh", "-c", script], reply)
+    host.on(["sh", "-c", 'echo "$SUBRUN_X"; pwd'], _env_and_pwd)
+    return host
+
+
+def lab_host(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> Host:
+    inventory: Inventory = request.getfixturevalue("lab_inventory")
+    config = inventory.host(name).model_copy(update={"work_dir": str(tmp_path / "work")})
+    return open_host(config)
+
+
+@pytest.fixture(params=["fake", pytest.param("local", marks=pytest.mark.lab),
+                        pytest.param("h2", marks=pytest.mark.lab)])
+def any_host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Host]:
+    """The same contract over the fake, the local transport and real SSH."""
+    host = (fake_host(str(tmp_path / "work")) if request.param == "fake"
+            else lab_host(request, request.param, tmp_path))
+    yield host
+    host.close()
+
+
+@pytest.fixture(params=[pytest.param("local", marks=pytest.mark.lab),
+                        pytest.param("h2", marks=pytest.mark.lab)])
+def real_host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Host]:
+    """Local and SSH only: what needs a real kernel (pids, process groups)."""
+    host = lab_host(request, request.param, tmp_path)
+    yield host
+    host.close()
 
 
 def test_run_returns_output_and_status(any_host: Host) -> None:
@@ -31,6 +81,8 @@ def test_failure_raises_with_output_tail(any_host: Host) -> None:
     assert any_host.name in str(caught.value)
     unchecked = any_host.run(["sh", "-c", "exit 3"], check=False)
     assert unchecked.exit_status == 3
+    unknown = any_host.run(["subrun-no-such-program"], check=False)
+    assert unknown.exit_status == 127  # what callers read as "not installed there"
 
 
 def test_argv_is_passed_literally(any_host: Host) -> None:
@@ -56,13 +108,13 @@ def test_timeout_stops_the_command(any_host: Host) -> None:
 def test_stdin_bytes_and_stream(any_host: Host) -> None:
     assert any_host.run(["cat"], stdin=b"hello\n").stdout == "hello\n"
     chunks = (bytes([i % 256]) * 65536 for i in range(32))  # 2 MiB, streamed
-    result = any_host.run(["sh", "-c", "wc -c"], stdin=chunks)
+    result = any_host.run(["wc", "-c"], stdin=chunks)
     assert result.stdout.strip() == str(32 * 65536)
 
 
 def test_output_streams_line_by_line(any_host: Host) -> None:
     seen: list[str] = []
-    any_host.run(["sh", "-c", "for i in 1 2 3; do echo line$i; done"], on_output=seen.append)
+    any_host.run(["printf", "%s\\n", "line1", "line2", "line3"], on_output=seen.append)
     assert seen == ["line1", "line2", "line3"]
 
 
@@ -76,6 +128,7 @@ def test_put_get_exists(any_host: Host, tmp_path: Path) -> None:
     back = tmp_path / "back" / "file.bin"
     any_host.get(remote, back)
     assert back.read_bytes() == src.read_bytes()
+    assert (any_host.free_bytes(any_host.work_dir) or 0) > 0
 
 
 def test_detached_process_is_found_and_reports_exit(any_host: Host) -> None:
@@ -98,9 +151,9 @@ def test_detached_process_can_be_stopped(any_host: Host) -> None:
 
 
 @pytest.mark.parametrize("stranger", ["other command", "same folder, started later"])
-def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host,
+def test_a_recorded_pid_now_of_another_process_is_never_signalled(real_host: Host,
                                                                   stranger: str) -> None:
-    state = any_host.detached_dir("stale")
+    state = real_host.detached_dir("stale")
     argv = ["sleep", "60"] if stranger == "other command" else ["sh", "-c", "sleep 60; :", state]
     proc = subprocess.Popen(argv, start_new_session=True)  # took the pid of a crashed wrapper
     try:
@@ -108,14 +161,14 @@ def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host
         while psutil.Process(proc.pid).cmdline() != argv:  # until its exec is done
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        any_host.makedirs(state)
-        any_host.run(["sh", "-c", 'echo "$1" > "$0/pid"; echo 1 > "$0/start"', state,
+        real_host.makedirs(state)
+        real_host.run(["sh", "-c", 'echo "$1" > "$0/pid"; echo 1 > "$0/start"', state,
                       str(proc.pid)])
-        handle = any_host.find_detached("stale")
+        handle = real_host.find_detached("stale")
         assert handle is not None and handle.pid == proc.pid
-        assert any_host.poll_detached(handle).lost  # not running: that process is not ours
+        assert real_host.poll_detached(handle).lost  # not running: that process is not ours
         for reach in ("wrapper", "group", "children"):
-            assert any_host.stop_detached(handle, signal="KILL", reach=reach) is False
+            assert real_host.stop_detached(handle, signal="KILL", reach=reach) is False
         time.sleep(0.2)
         assert proc.poll() is None
     finally:
@@ -124,13 +177,13 @@ def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host
 
 
 def test_a_run_that_ignores_term_is_killed_with_its_whole_group(
-        any_host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+        real_host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench import native
 
     monkeypatch.setattr(native, "STOP_GRACE_S", 1.0)
-    script = f"trap '' TERM; sleep 60; : {any_host.work_dir}"
-    handle = any_host.start_detached(["sh", "-c", script], name="stubborn")
-    native._stop(any_host, handle)  # TERM is ignored, so KILL goes to the process group
-    assert not any_host.poll_detached(handle).running
+    script = f"trap '' TERM; sleep 60; : {real_host.work_dir}"
+    handle = real_host.start_detached(["sh", "-c", script], name="stubborn")
+    native._stop(real_host, handle)  # TERM is ignored, so KILL goes to the process group
+    assert not real_host.poll_detached(handle).running
     time.sleep(0.3)
     assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]

@@ -16,7 +16,7 @@ from bench.loadgen_log import (
 )
 from bench.rules import load_rules
 from lab.errors import RunError
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 OFFLINE = ("*.Offline.min_duration = 300\n*.Offline.min_query_count = 1\n"
            "*.Offline.target_qps = 6000\n")

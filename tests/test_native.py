@@ -174,14 +174,6 @@ def test_python_without_venv_support_is_refused_naming_host_and_benchmark(
     assert not (tmp_path / "work" / "native").exists()  # refused before anything was sent
 
 
-def test_missing_interpreter_is_refused(lab_inventory: Inventory, tmp_path: Path) -> None:
-    config = native_copy(lab_inventory, tmp_path / "work", python="python3.99")
-    with open_host(config) as host, pytest.raises(ImageError) as caught:
-        provision(host, config, load_manifest("digits"))
-    assert f"Host '{HOST}' has no `python3.99`" in str(caught.value)
-    assert "apt-get install python3 python3-venv" in str(caught.value)
-
-
 def test_wheels_of_another_architecture_are_refused_before_anything_is_sent(
         lab_inventory: Inventory, tmp_path: Path) -> None:
     config = native_copy(lab_inventory, tmp_path / "work")

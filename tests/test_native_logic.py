@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 
 from bench.manifest import Manifest, load_manifest
+from bench.native import NATIVE, provision
 from bench.run import RUN_MOUNT, Mode, RunKind, RunSpec, Scenario
-from bench.target import container_argv
+from bench.target import RunTarget, container_argv
+from lab.config import HostConfig
 from lab.errors import ConfigError, ImageError
 from lab.interpreter import Interpreter, check_interpreter, parse_probe, wheel_fits
 from lab.native import NativeSpec, in_env, map_paths, native_tag
 from lab.yamlfile import load_model
+from testkit.fake_host import FakeHost, Reply
 
 # Printed by the probe with Debian 12's /usr/bin/python3 on the lab host.
 DEBIAN_12 = ('{"executable": "/usr/bin/python3", "version": "3.11.2", "machine": "x86_64", '
@@ -129,3 +132,48 @@ def test_bad_native_sections_name_the_field(tmp_path: Path, native: str, expecte
 def test_native_section_is_optional(tmp_path: Path) -> None:
     manifest = load_model(manifest_with(tmp_path, ""), Manifest)
     assert manifest.native is None and manifest.native_setup_argvs() == []
+
+
+# --- decisions over a FakeHost: no lab, no processes -----------------------------------------
+
+def edge_target(host: FakeHost, python: str = "/usr/bin/python3") -> RunTarget:
+    config = HostConfig.model_validate({"name": host.name, "address": "127.0.0.9",
+                                        "docker": {"engine": False},
+                                        "native": {"python": python}})
+    return RunTarget(host, config, load_manifest("digits"), "/srv/subrun/native/env", "")
+
+
+def test_missing_interpreter_is_refused_before_anything_is_sent() -> None:
+    host = FakeHost("h2-native")
+    target = edge_target(host, python="python3.99")
+    with pytest.raises(ImageError) as caught:
+        provision(host, target.config, target.manifest)
+    assert "Host 'h2-native' has no `python3.99`" in str(caught.value)
+    assert "apt-get install python3 python3-venv" in str(caught.value)
+    assert [argv[0] for argv in host.commands()] == ["python3.99"]  # the probe, nothing sent
+
+
+def test_a_native_run_past_its_limit_is_stopped_with_term_and_removed() -> None:
+    host = FakeHost("edge")
+    target = edge_target(host)
+    entered = in_env(target.image, ["python3", "-m", "digits_bench"])  # in its venv
+    host.on(entered, Reply("working\n", duration_s=3600))
+    handle = NATIVE.start(target, "r1", "/srv/subrun/runs/r1", ["python3", "-m", "digits_bench"],
+                          {})
+    assert NATIVE.find(target, "r1") == handle
+    assert NATIVE.wait(target, handle, timeout_s=60).running  # at its limit: a timeout ...
+    stopped = host.poll_detached(handle)  # ... and stopped with TERM, passed on by the wrapper
+    assert not stopped.running and stopped.exit_status == 143
+    assert host.clock_s == 60  # the limit, in simulated time: the test took none
+    NATIVE.remove(target, handle)
+    assert not host.exists(handle.state_dir)
+
+
+def test_a_vanished_native_process_is_reported_with_a_reason() -> None:
+    host = FakeHost("edge")
+    target = edge_target(host)
+    host.on(in_env(target.image, ["sleep"]), Reply(duration_s=600))
+    handle = NATIVE.start(target, "r2", "/srv/subrun/runs/r2", ["sleep", "600"], {})
+    host.lose(handle.name)
+    status = NATIVE.wait(target, handle, timeout_s=60)
+    assert not status.running and status.exit_status == -1 and "vanished" in status.error

@@ -63,12 +63,10 @@ def test_hosts_run_in_parallel_so_the_busiest_host_sets_the_estimate() -> None:
     assert plan.estimate_s == plan.host_estimate_s("b") > plan.host_estimate_s("a")
 
 
-def test_binding_images_changes_keys_and_refine_uses_measured_times() -> None:
+def test_binding_images_changes_keys() -> None:
     plan = demo_plan()
     bound = plan.with_images({("local", "digits"): "sha256:abc"}, "6.0.17")
     assert all(a.spec.key != b.spec.key for a, b in zip(plan.runs, bound.runs, strict=True))
-    first = bound.runs[0]
-    assert bound.refine({first.label: 1.5}).runs[0].estimate_s == 1.5
 
 
 def test_campaign_settings_override_manifest_defaults() -> None:

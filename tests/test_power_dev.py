@@ -24,7 +24,7 @@ from power.director import OfficialPowerRequest, measure_official
 from power.official import run_power_check
 from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
-from tests.support.official import POWER_DEV
+from testkit.official import POWER_DEV
 from tests.support.official_power import free_port, official_power_run
 from tests.support.power_workload import loadgen_workload
 

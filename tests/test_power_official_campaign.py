@@ -22,8 +22,8 @@ from bench.campaign import load_campaign
 from bench.run import RunKind
 from bench.store import RunStore
 from power.check_report import IDENTITY_CHECK, parse_check
+from testkit.official import POWER_DEV
 from tests.support.campaigns import write_campaign
-from tests.support.official import POWER_DEV
 from tests.support.official_power import free_port
 from tests.support.sntp import SntpServer
 from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)

@@ -26,7 +26,6 @@ from bench.run import RunRecord
 from bench.store import RunStore
 from bench.target import RunTarget
 from lab.config import Inventory
-from lab.docker import container_status, find_container
 from lab.errors import ImageError
 from lab.transport import open_host
 from tests.support.campaigns import write_campaign
@@ -65,10 +64,9 @@ def in_flight(store: RunStore, targets: dict[str, RunTarget]) -> RunRecord | Non
         return None
     for record in (r for r in records if r.state == "running"):
         target = targets[record.spec.host]  # the container, looked up by its run label
-        container = find_container(target.host, target.config.docker, remote.run_id(target, record))
+        container = target.engine.find(remote.run_id(target, record))
         try:
-            if container is not None and container_status(
-                    target.host, target.config.docker, container).running:
+            if container is not None and target.engine.status(container).running:
                 return record
         except ImageError:  # removed between the lookup and the inspection: it ended
             continue

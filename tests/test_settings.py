@@ -21,7 +21,7 @@ from bench.settings import (
     user_conf,
 )
 from lab.errors import ConfigError
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 READ_CONF = """
 import json, sys

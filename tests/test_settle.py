@@ -23,7 +23,7 @@ from bench.settle import ComplianceSet, TargetSet, is_settled, settle
 from bench.store import RunStore
 from bench.verdict import judge_dir
 from lab.config import Inventory
-from tests.support.submission_runs import TinySet, one_run, spec_for, tiny_sut
+from testkit.submission_runs import TinySet, one_run, spec_for, tiny_sut
 from tests.support.targets import provisioned_target
 
 RULES = load_rules("v6.1")

@@ -13,7 +13,7 @@ from bench.settings import PerfTargets, ShortMode, run_settings, user_conf
 from bench.store import RunStore
 from bench.verdict import judge_dir
 from lab.errors import RunError
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 
 def make_spec(target_qps: float = 6000) -> RunSpec:
@@ -47,7 +47,7 @@ def test_attempt_of_a_real_run_is_stored_checksummed_and_judged(collected: Path,
     verdict = judge_dir(spec, folder)
     stored = store.update(spec.key, 1, verdict=verdict)
     assert store.record(spec.key, 1) == stored and stored.verdict == verdict
-    assert store.latest_passing(spec.key) == stored and verdict.passed
+    assert store.standing(spec.key) == stored and verdict.passed
 
 
 def test_files_are_never_overwritten_and_reruns_are_new_attempts(collected: Path,
@@ -64,7 +64,7 @@ def test_files_are_never_overwritten_and_reruns_are_new_attempts(collected: Path
         store.update(spec.key, 1, files={})
 
 
-def test_latest_passing_skips_failed_and_running_attempts(collected: Path,
+def test_standing_skips_failed_and_running_attempts(collected: Path,
                                                           tmp_path: Path) -> None:
     store, spec = RunStore(tmp_path), make_spec()
     good = store.add_attempt(spec, collected)
@@ -75,8 +75,8 @@ def test_latest_passing_skips_failed_and_running_attempts(collected: Path,
                  verdict=judge_dir(bad.spec, store.path(bad.key, bad.attempt)))
     running = store.start_attempt(spec)
     assert running.state == "running" and store.latest(spec.key) == running
-    assert store.latest_passing(spec.key) == good
-    assert store.latest_passing(bad.key) is None  # seeds of v6.1 judged as v6.0
+    assert store.standing(spec.key) == good
+    assert store.standing(bad.key) is None  # seeds of v6.1 judged as v6.0
     assert {r.key for r in store.runs()} == {spec.key, bad.key} == set(store.keys())
 
 

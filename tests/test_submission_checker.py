@@ -22,9 +22,8 @@ from submission.checker import (
 )
 from submission.inputs import SystemInput
 from submission.precheck import precheck
-from tests.support.official import INFERENCE
-from tests.support.submission_runs import real_runs, runs_of, tiny_benchmark
-from tests.test_submission_precheck import SYSTEM
+from testkit.official import INFERENCE
+from testkit.submission_runs import SYSTEM, real_runs, runs_of, tiny_benchmark
 
 SAMPLES = Path(__file__).parent / "samples" / "submission"
 REPO = INFERENCE

@@ -20,11 +20,10 @@ from submission.assemble import TreeRequest, assemble
 from submission.checker import run_checker
 from submission.inputs import StoredRun, SystemInput
 from submission.precheck import precheck
-from tests.support.official import INFERENCE, POWER_DEV
+from testkit.official import INFERENCE, POWER_DEV
+from testkit.submission_runs import SYSTEM, real_runs, runs_of, spec_for, tiny_benchmark
 from tests.support.official_power import official_power_run
-from tests.support.submission_runs import real_runs, runs_of, spec_for, tiny_benchmark
 from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
-from tests.test_submission_precheck import SYSTEM
 
 CHECKOUT = str(POWER_DEV) if POWER_DEV else None
 RULES = load_rules("v6.1")

@@ -18,26 +18,11 @@ from submission.assemble import TreeRequest, assemble
 from submission.index import RunRef, TreeIndex, read_index, write_index
 from submission.inputs import StoredRun, SystemInput
 from submission.precheck import Finding, precheck
-from tests.support.submission_runs import one_run, real_runs, runs_of, tiny_benchmark
+from testkit.submission_runs import SYSTEM, one_run, real_runs, runs_of, tiny_benchmark
 
 RULES = load_rules("v6.1")
 V60_SEEDS = {"qsl_rng_seed": 2465351861681999779, "sample_index_rng_seed": 14276810075590677512,
              "schedule_rng_seed": 3936089224930324775}
-SYSTEM = {"division": "closed", "submitter": "ACME", "status": "available",
-          "system_name": "tiny box", "number_of_nodes": 1, "host_processor_model_name": "cpu",
-          "host_processors_per_node": 1, "host_processor_core_count": 2,
-          "host_memory_capacity": "24 GB", "host_storage_capacity": "250 GB",
-          "host_storage_type": "SSD", "accelerators_per_node": "0",
-          "accelerator_model_name": "N/A", "accelerator_memory_capacity": "N/A",
-          "framework": "LoadGen", "operating_system": "Debian 12", "system_type": "edge",
-          "other_software_stack": "Python 3.11", "host_processor_frequency": "2.6 GHz",
-          "host_processor_caches": "N/A", "host_memory_configuration": "N/A",
-          "host_processor_interconnect": "N/A", "host_networking": "Ethernet",
-          "host_networking_topology": "N/A", "accelerator_frequency": "N/A",
-          "accelerator_host_interconnect": "N/A", "accelerator_interconnect": "N/A",
-          "accelerator_interconnect_topology": "N/A", "accelerator_memory_configuration": "N/A",
-          "accelerator_on-chip_memories": "N/A", "cooling": "air", "hw_notes": "",
-          "sw_notes": "", "host_network_card_count": 1, "system_type_detail": ""}
 
 
 @pytest.fixture(scope="module")

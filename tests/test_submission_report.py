@@ -17,8 +17,7 @@ from submission.inputs import StoredRun, SystemInput
 from submission.precheck import precheck
 from submission.report import ReportInput, write_report
 from submission.tarball import pack
-from tests.support.submission_runs import real_runs, runs_of, tiny_benchmark
-from tests.test_submission_precheck import SYSTEM
+from testkit.submission_runs import SYSTEM, real_runs, runs_of, tiny_benchmark
 
 RULES = load_rules("v6.1")
 SAMPLES = Path(__file__).parent / "samples" / "submission"
@@ -112,7 +111,7 @@ def test_audits_name_derated_targets_and_reverified_tests(tmp_path: Path) -> Non
     from bench.run import Check, Scenario, Verdict
     from bench.store import RunStore
     from submission.sections import audits
-    from tests.support.submission_runs import spec_for
+    from testkit.submission_runs import spec_for
 
     store = RunStore(tmp_path / "store")
     files = tmp_path / "files"

@@ -1,4 +1,4 @@
-"""A submission tree assembled from real short-mode LoadGen runs (tests.support.submission_runs):
+"""A submission tree assembled from real short-mode LoadGen runs (testkit.submission_runs):
 the exact file sets of reference/checker.md, truncation with the hash line, the documents, the
 index, and prechecks that pass."""
 
@@ -22,7 +22,7 @@ from submission.layout import Style
 from submission.precheck import precheck
 from submission.tarball import pack
 from submission.truncate import accuracy_hash
-from tests.support.submission_runs import real_runs, runs_of, tiny_benchmark
+from testkit.submission_runs import real_runs, runs_of, tiny_benchmark
 
 RULES = load_rules("v6.1")
 LOGS = {"mlperf_log_summary.txt", "mlperf_log_detail.txt"}

@@ -10,7 +10,7 @@ from bench.rules import load_rules
 from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, ShortMode, audit_config, run_settings, user_conf
 from bench.verdict import RunFiles, judge, judge_dir
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 SHORT = ShortMode(min_duration_ms=500)
 FAST = TinySut(sample_time_us=250)  # about 4000 samples/s

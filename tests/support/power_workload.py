@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from power.phase import Workload, WorkloadCall
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 
 def loadgen_workload(scenario: str, duration_ms: int = 2000,

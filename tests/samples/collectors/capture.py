@@ -26,7 +26,7 @@ from collectors import (
 from collectors.command import run_probe
 from collectors.interconnect import NVIDIA_TOPO
 from lab.config import load_inventory
-from lab.docker import run_oneshot
+from lab.docker import Engine
 from lab.transport import open_host
 
 COMMANDS = {
@@ -72,8 +72,8 @@ def main() -> None:
             if result.ok:
                 (args.out_dir / f"ethtool-i-{nic.name}.txt").write_text(result.stdout)
         if args.image:
-            result = run_oneshot(host, config.docker, args.image, software.PROBE_ARGV,
-                                 software.PROBE_TIMEOUT_S)
+            result = Engine(host, config.docker).oneshot(args.image, software.PROBE_ARGV,
+                                                         software.PROBE_TIMEOUT_S)
             (args.out_dir / "software-probe.txt").write_text(result.stdout)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PINNED = Path(__file__).resolve().parents[2].parent / "shared" / "official"
+PINNED = Path(__file__).resolve().parents[1].parent / "shared" / "official"
 
 
 def _checkout(variable: str, pinned: Path) -> Path | None:

@@ -1,6 +1,6 @@
 """Real short-mode LoadGen runs in a real run store, judged and verified, for submission tests.
 
-`real_runs(base)` runs the tiny SUT through real LoadGen (tests.support.loadgen_run) for a
+`real_runs(base)` runs the tiny SUT through real LoadGen (testkit.loadgen_run) for a
 resnet edge result set: SingleStream, MultiStream and Offline, each with performance, accuracy
 (50,000 samples, the resnet dataset size the checker wants), TEST01 and TEST04 (with the round's
 audit.config in the run directory, verified by bench.compliance), and an Offline power run
@@ -30,7 +30,7 @@ from power.phase import WorkloadCall
 from power.session import PowerSettings, run_power
 from submission.inputs import MEASUREMENT_FIELDS, BenchmarkInput, StoredRun
 from submission.sources import stored_runs
-from tests.support.loadgen_run import TinySut, run_loadgen
+from testkit.loadgen_run import TinySut, run_loadgen
 
 ROUND = "v6.1"
 SCENARIOS = ("SingleStream", "MultiStream", "Offline")
@@ -58,6 +58,23 @@ def tiny_sut(scenario: str, slowdown: float = 1.0) -> TinySut:
     return TinySut(sample_time_us=SAMPLE_TIME_US[scenario] * slowdown, inline=True,
                    tail_every=every, tail_factor=factor)
 
+
+# the system description of the machine the runs above stand for (an edge box, closed)
+SYSTEM = {"division": "closed", "submitter": "ACME", "status": "available",
+          "system_name": "tiny box", "number_of_nodes": 1, "host_processor_model_name": "cpu",
+          "host_processors_per_node": 1, "host_processor_core_count": 2,
+          "host_memory_capacity": "24 GB", "host_storage_capacity": "250 GB",
+          "host_storage_type": "SSD", "accelerators_per_node": "0",
+          "accelerator_model_name": "N/A", "accelerator_memory_capacity": "N/A",
+          "framework": "LoadGen", "operating_system": "Debian 12", "system_type": "edge",
+          "other_software_stack": "Python 3.11", "host_processor_frequency": "2.6 GHz",
+          "host_processor_caches": "N/A", "host_memory_configuration": "N/A",
+          "host_processor_interconnect": "N/A", "host_networking": "Ethernet",
+          "host_networking_topology": "N/A", "accelerator_frequency": "N/A",
+          "accelerator_host_interconnect": "N/A", "accelerator_interconnect": "N/A",
+          "accelerator_interconnect_topology": "N/A", "accelerator_memory_configuration": "N/A",
+          "accelerator_on-chip_memories": "N/A", "cooling": "air", "hw_notes": "",
+          "sw_notes": "", "host_network_card_count": 1, "system_type_detail": ""}
 
 DIGEST = "sha256:" + "ab" * 32
 MAX_RERUNS = 4
