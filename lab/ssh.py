@@ -1,8 +1,15 @@
 """Targets reached over SSH (paramiko lives here and nowhere else).
 
 Host keys are always verified against a known_hosts file; an unknown key is accepted only when
-the host entry opts in to trust-on-first-use. A dropped link is re-established with backoff on the
-next call, but a command cut off by the drop is reported, never silently run again.
+the host entry opts in to trust-on-first-use. A command cut off by a drop is reported
+(ConnectionLost), never silently run again. A link that stops answering (a silent partition) is
+declared dead by a watchdog within about 15 s instead of hanging each command to its timeout.
+
+A host never reached fails fast: that is a wrong address or a machine that is off. Once reached,
+a dropped link is re-established with backoff; one call keeps trying for a reconnection window
+(LinkDown after it, for the caller to retry later), and the whole outage, however many calls it
+cuts, may last the host's `outage_budget_s`. Then the host is given up (HostUnreachable) and
+every later call fails at once.
 """
 
 from __future__ import annotations
@@ -21,16 +28,23 @@ import paramiko
 
 from lab.config import HostConfig
 from lab.errors import (
+    AccessRefused,
     CommandFailed,
     CommandTimedOut,
     ConnectError,
     ConnectionLost,
+    HostUnreachable,
+    LinkDown,
     TransferFailed,
 )
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
+from lab import liveness
+from lab.liveness import Outage, Watchdog
 from lab.output import CHUNK_BYTES, OutputTail
 
-RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # first contact: a host never reached fails fast
+BACKOFF_MAX_S = 8.0  # between reconnection attempts to a host reached before
+RECONNECT_WINDOW_S = 30.0  # one call's reconnection attempts (at most a third of the budget)
 CONNECT_TIMEOUT_S = 10.0
 USER_SSH_CONFIG = Path("~/.ssh/config").expanduser()
 
@@ -70,6 +84,10 @@ class SshHost(Host):
         self.config = config
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
+        self._watchdog: Watchdog | None = None
+        self._silent = False  # the watchdog closed the last link: it had stopped answering
+        self._reached = False  # connected once: later drops are outages, not wrong addresses
+        self.outage = Outage(config.outage_budget_s)
 
     # --- connection ---------------------------------------------------------------------
 
@@ -79,30 +97,100 @@ class SshHost(Host):
             if self._client is not None:
                 transport = self._client.get_transport()
                 if transport is not None and transport.is_active():
+                    self.outage.recovered()
                     return transport
-                self._client.close()
-                self._client = None
-            last: Exception | None = None
-            for delay in (0.0, *RECONNECT_DELAYS_S):
-                time.sleep(delay)
-                try:
-                    self._client = self._open()
-                    transport = self._client.get_transport()
-                    assert transport is not None
-                    transport.set_keepalive(15)
-                    return transport
-                except (OSError, EOFError, paramiko.SSHException) as e:
-                    if _is_final(e):
-                        raise self._translate(e) from e
-                    last = e
-            assert last is not None
-            raise self._translate(last) from last
+                self._forget_client()
+                self.outage.fault()
+            if self.outage.spent():
+                raise self._unreachable(None)
+            return self._reconnect() if self._reached else self._first_contact()
+
+    def _first_contact(self) -> paramiko.Transport:
+        last: Exception | None = None
+        for delay in (0.0, *RECONNECT_DELAYS_S):
+            time.sleep(delay)
+            try:
+                return self._connected()
+            except (OSError, EOFError, paramiko.SSHException) as e:
+                if _is_final(e):
+                    raise self._translate(e) from e
+                last = e
+        assert last is not None
+        raise self._translate(last) from last
+
+    def _reconnect(self) -> paramiko.Transport:
+        """Reconnect a link that was up, with backoff, within one window and the budget."""
+        window_s = min(RECONNECT_WINDOW_S, self.outage.budget_s / 3)
+        ends = time.monotonic() + window_s
+        delay, last = 0.0, None
+        while True:
+            time.sleep(min(delay, self.outage.remaining_s, max(0.0, ends - time.monotonic())))
+            try:
+                return self._connected()
+            except (OSError, EOFError, paramiko.SSHException) as e:
+                if _is_final(e):
+                    raise self._translate(e) from e
+                last = e
+            if self.outage.spent():
+                raise self._unreachable(last) from last
+            if time.monotonic() >= ends:
+                raise LinkDown(
+                    f"The link to host '{self.name}' dropped {self.outage.elapsed_s:.0f} s ago "
+                    f"and did not come back within {window_s:.0f} s ({last or 'no answer'}). "
+                    "subrun tries again later, for as long as the host's outage budget allows "
+                    f"({self.outage.budget_s:g} s: `outage_budget_s` in hosts.yaml)."
+                ) from last
+            delay = min(BACKOFF_MAX_S, max(0.5, delay * 2))
+
+    def _connected(self) -> paramiko.Transport:
+        """Open a connection, start its watchdog, and end any outage."""
+        self._client = self._open()
+        transport = self._client.get_transport()
+        assert transport is not None
+        transport.set_keepalive(15)
+        self._silent = False
+        self._watchdog = Watchdog(
+            lambda: transport.global_request("keepalive@openssh.com", wait=True),
+            transport.is_active, lambda: self._declare_dead(transport), name=self.name,
+            interval_s=liveness.PROBE_INTERVAL_S, deadline_s=liveness.ANSWER_DEADLINE_S).start()
+        self._reached = True
+        self.outage.recovered()
+        return transport
+
+    def _declare_dead(self, transport: paramiko.Transport) -> None:
+        """The link stopped answering: close it, so every call waiting on it fails now."""
+        self._silent = True
+        self.outage.fault()
+        transport.close()
+
+    def _forget_client(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _unreachable(self, last: Exception | None) -> HostUnreachable:
+        t = resolve_target(self.config)
+        why = f" (last error: {last})" if last else ""
+        return HostUnreachable(
+            f"Host '{self.name}' ({t.address}:{t.port}) has been unreachable for "
+            f"{self.outage.elapsed_s:.0f} s, its whole outage budget (`outage_budget_s: "
+            f"{self.outage.budget_s:g}` in hosts.yaml){why}, so subrun gives it up for this "
+            "campaign: its remaining runs are not run, and an attempt in flight stays recorded "
+            "running, to be reattached when the campaign is started again. The other hosts "
+            "carry on. Check the machine and its network, or raise outage_budget_s for a link "
+            "known to drop for longer."
+        )
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            self._forget_client()
+
+    def ensure_reachable(self) -> None:
+        if self.outage.spent():
+            raise self._unreachable(None)
 
     def drop_connection(self) -> None:
         """Cut the link abruptly, as a network fault would (used by fault-injection tests)."""
@@ -139,7 +227,7 @@ class SshHost(Host):
         where = f"host '{self.name}' ({t.user or 'default user'}@{t.address}:{t.port})"
         hosts_entry = f"[{t.address}]:{t.port}" if t.port != 22 else t.address
         if isinstance(e, paramiko.BadHostKeyException):
-            return ConnectError(
+            return AccessRefused(
                 f"The host key of {where} has CHANGED: it offered {e.key.get_name()} "
                 f"{e.key.fingerprint}, but {t.known_hosts} records {e.expected_key.fingerprint}. "
                 "This is what a reinstalled machine or an interception looks like, so subrun "
@@ -148,7 +236,7 @@ class SshHost(Host):
                 "the new one."
             )
         if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
-            return ConnectError(
+            return AccessRefused(
                 f"The host key of {where} is not in {t.known_hosts}, so subrun cannot verify it "
                 "and refuses to connect. Check the key's fingerprint with the machine's owner, "
                 f"then add it with `ssh-keyscan -p {t.port} {t.address} >> {t.known_hosts}`, or "
@@ -157,12 +245,12 @@ class SshHost(Host):
             )
         if isinstance(e, paramiko.AuthenticationException):
             key = f"the key {t.key}" if t.key else "the agent's and default keys"
-            return ConnectError(
+            return AccessRefused(
                 f"{where} rejected {key} for user '{t.user}'. Check the `key:` and `user:` of "
                 f"host '{self.name}' in hosts.yaml and that the public key is in the target's "
                 "~/.ssh/authorized_keys."
             )
-        return ConnectError(
+        return (AccessRefused if isinstance(e, socket.gaierror) else ConnectError)(
             f"Cannot reach {where}: {e or type(e).__name__}. Check that the machine is up, that "
             f"sshd listens on port {t.port}, and the `address:`/`port:` in hosts.yaml; run "
             "`subrun hosts check` to test every host."
@@ -188,6 +276,7 @@ class SshHost(Host):
             chan = transport.open_session(timeout=CONNECT_TIMEOUT_S)
             chan.exec_command(_command_line(argv, env, cwd))
         except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
             raise self._lost(argv, "before the command could start") from e
         feeder = _start_feeder(chan, stdin)
         out = OutputTail(self.output_cap_bytes, on_output)
@@ -204,6 +293,7 @@ class SshHost(Host):
         status = chan.recv_exit_status() if chan.exit_status_ready() else -1
         chan.close()
         if status == -1 or not transport.is_active():
+            self.outage.fault()
             raise self._lost(argv, f"after {duration:.1f} s, while it was running")
         result = _result(self.name, argv, status, (out, err), duration)
         if check and not result.ok:
@@ -215,9 +305,12 @@ class SshHost(Host):
         try:
             with self._sftp() as sftp:
                 sftp.put(str(local_path), remote_path)
-        except OSError as e:
-            raise ConnectError(f"Copying {local_path} to {self.name}:{remote_path} failed: "
-                               f"{e}.") from e
+        except (FileNotFoundError, PermissionError) as e:
+            raise TransferFailed(f"Copying {local_path} to {self.name}:{remote_path} failed: "
+                                 f"{e.strerror or e}.") from e
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
+            raise self._lost(("put", str(local_path), remote_path), "while copying a file") from e
 
     def get(self, remote_path: str, local_path: Path, *, max_bytes: int | None = None) -> int:
         where = f"{self.name}:{remote_path}"
@@ -236,7 +329,8 @@ class SshHost(Host):
         except (FileNotFoundError, PermissionError) as e:
             raise TransferFailed(f"{where} cannot be copied: {e.strerror or e}.") from e
         except (OSError, EOFError, paramiko.SSHException) as e:
-            raise ConnectError(f"Copying {where} to {local_path} failed: {e}.") from e
+            self.outage.fault()
+            raise self._lost(("get", remote_path, str(local_path)), "while copying a file") from e
 
     def _sftp(self) -> paramiko.SFTPClient:
         sftp = paramiko.SFTPClient.from_transport(self.connect())
@@ -246,8 +340,11 @@ class SshHost(Host):
     def _lost(self, argv: tuple[str, ...], when: str) -> ConnectionLost:
         import shlex
 
+        silent = (f" (it had stopped answering for {liveness.ANSWER_DEADLINE_S:g} s)"
+                  if self._silent else "")
         return ConnectionLost(
-            f"The connection to host '{self.name}' dropped {when}: `{shlex.join(argv)}`. It may "
+            f"The connection to host '{self.name}' dropped{silent} {when}: "
+            f"`{shlex.join(argv)}`. It may "
             "or may not have completed on the target, so subrun does not run it again; the next "
             "command reconnects.",
             host=self.name,
