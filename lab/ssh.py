@@ -26,6 +26,7 @@ from typing import Any
 
 import paramiko
 
+from lab import liveness
 from lab.config import HostConfig
 from lab.errors import (
     AccessRefused,
@@ -38,7 +39,6 @@ from lab.errors import (
     TransferFailed,
 )
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
-from lab import liveness
 from lab.liveness import Outage, Watchdog
 from lab.output import CHUNK_BYTES, OutputTail
 

@@ -9,13 +9,16 @@ proxy's port carrying the real host key, so host key verification stays on.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
 import threading
 from pathlib import Path
 
-from lab.config import HostConfig
+import yaml
+
+from lab.config import HostConfig, Inventory
 
 CHUNK = 64 * 1024
 
@@ -32,6 +35,7 @@ class LinkProxy:
         self._forwarding = threading.Event()
         self._forwarding.set()
         self._closed = False
+        self._refusing = False
         self.cuts = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -52,12 +56,18 @@ class LinkProxy:
     def heal(self) -> None:
         self._forwarding.set()
 
+    def down(self) -> None:
+        """The machine is gone: every connection reset, new ones refused, until `up()`."""
+        self._refusing = True
+        self.cut()
+
+    def up(self) -> None:
+        self._refusing = False
+
     def close(self) -> None:
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        except OSError:
-            pass
         self._listener.close()
         self.cut()
 
@@ -67,6 +77,9 @@ class LinkProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._refusing:
+                _reset(client)
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=10)
             except OSError:
@@ -100,10 +113,8 @@ class LinkProxy:
 
 def _reset(sock: socket.socket) -> None:
     """Close with a TCP reset, not an orderly shutdown."""
-    try:
+    with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
     sock.close()
 
 
@@ -118,3 +129,14 @@ def proxied(config: HostConfig, proxy: LinkProxy, folder: Path, **update: object
     known.write_text("".join(f"[{proxy.address}]:{proxy.port} {k}\n" for k in keys))
     return config.model_copy(update={"address": proxy.address, "port": proxy.port,
                                      "known_hosts": known, **update})
+
+
+def proxied_inventory(inventory: Inventory, proxies: dict[str, LinkProxy], folder: Path,
+                      **update: object) -> Path:
+    """A copy of the inventory whose hosts in proxies are reached through them; its path."""
+    hosts = [proxied(h, proxies[h.name], folder, **update) if h.name in proxies else h
+             for h in inventory.hosts]
+    path = folder / "hosts-proxied.yaml"
+    data = inventory.model_copy(update={"hosts": hosts}).model_dump(mode="json", exclude_none=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
