@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from bench import target as remote
 from bench.campaign import load_campaign
+from bench.manifest import load_manifest
 from bench.store import RunStore
+from bench.target import RunTarget
 from lab import liveness
 from lab.config import Inventory
+from lab.transport import open_host
 from tests.support.campaigns import write_campaign
 from tests.support.link_proxy import LinkProxy, proxied_inventory
 
@@ -120,3 +124,44 @@ def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
             id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
     (task,) = [t for t in runs if t.name.startswith("h2/")]
     assert task.run_count == 2 and task.state is not None and task.state.is_completed()
+
+
+def test_a_host_gone_for_its_whole_budget_is_given_up_and_the_others_finish(
+        prefect_api: None, lab_inventory: Inventory, proxies: dict[str, LinkProxy],
+        tmp_path: Path) -> None:
+    from flows.submission import submission
+
+    inventory = proxied_inventory(lab_inventory, {"h2": proxies["h2"]}, tmp_path,
+                                  outage_budget_s=12)
+    path = write_campaign(tmp_path, f"gone-{uuid.uuid4().hex[:8]}", inventory, HOSTS,
+                          scenarios=("SingleStream",), settings=QUICK)
+    store = RunStore(load_campaign(path).store_dir)
+
+    def gone() -> None:  # h2 disappears for good once its first run is under way
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not any(
+                r.state == "running" and r.spec.host == "h2" for r in store.runs()):
+            time.sleep(0.2)
+        proxies["h2"].down()
+
+    thread = threading.Thread(target=gone, daemon=True)
+    thread.start()
+    state = submission(campaign_file=str(path), return_state=True)
+    thread.join()
+    summary = state.result(raise_on_failure=False)
+    assert state.is_failed() and summary["passed"] == 2 and summary["not_run"] == 2, summary
+    reasons = summary["not_run_reasons"]
+    assert sorted(reasons) == ["h2/digits/SingleStream/accuracy",
+                               "h2/digits/SingleStream/performance"], reasons
+    assert all("outage_budget_s: 12" in why for why in reasons.values()), reasons
+    h3 = [r for r in store.runs() if r.spec.host == "h3"]
+    assert len(h3) == 2 and all(r.state == "finished" for r in h3)
+    (h2,) = [r for r in store.runs() if r.spec.host == "h2"]
+    assert h2.state == "running"  # its container may still run: the next start reattaches
+    config = lab_inventory.host("h2")
+    target = RunTarget(open_host(config), config, load_manifest("digits"), "", "",
+                       campaign=load_campaign(path).name)
+    left = remote.find(target, h2)
+    assert left is not None  # found by its label, as the next start of the campaign would
+    remote.discard(target, left)
+    target.host.close()
