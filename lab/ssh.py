@@ -131,6 +131,7 @@ class SshHost(Host):
                 if _is_final(e):
                     raise self._translate(e) from e
                 last = e
+                self.outage.fault()  # also after close(): a failed reconnection is an outage
             if self.outage.spent():
                 raise self._unreachable(last) from last
             if time.monotonic() >= ends:
