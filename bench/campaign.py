@@ -7,25 +7,61 @@ so `subrun run campaign.yaml` and `prefect deployment run submission/full` valid
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from bench.loadgen_keys import key_problem
 from bench.manifest import ComplianceDerate
 from bench.run import Mode, RunKind, Scenario, Setting
+from bench.settings import KEY_PATTERN
 from lab.config import DEFAULT_INVENTORY
+from lab.names import FolderName
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
-UserConf = dict[str, Setting]  # LoadGen user.conf keys without the model.scenario prefix
+
+
+def _loadgen_values(conf: object) -> object:
+    """Each key a LoadGen setting and each value one LoadGen can take, seen as written (before
+    pydantic would turn `true` into 1)."""
+    if not isinstance(conf, dict):
+        return conf  # the dict validation that follows says what is wrong
+    problems = []
+    for key, value in conf.items():
+        if not isinstance(key, str):
+            problems.append(f"{key!r} is not a LoadGen key (a name such as 'target_qps')")
+        elif "." in key and not KEY_PATTERN.fullmatch(key):
+            problems.append(f"{key!r} is not a LoadGen key (a name such as 'target_qps', or "
+                            "'model.scenario.name')")
+        elif problem := key_problem(key.rsplit(".", 1)[-1], value):
+            problems.append(problem)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return conf
+
+
+# LoadGen user.conf keys without the model.scenario prefix, each checked against what LoadGen
+# does with its value
+UserConf = Annotated[dict[str, Setting], BeforeValidator(_loadgen_values)]
+
+
+def _once(items: list[Any], what: str) -> list[Any]:
+    twice = sorted(str(i) for i, n in Counter(items).items() if n > 1)
+    if twice:
+        raise ValueError(f"{what} {', '.join(twice)} listed more than once; list each once")
+    return items
 
 
 class Strict(BaseModel):
@@ -36,8 +72,16 @@ class BenchmarkPlan(Strict):
     """One benchmark on one host: its scenarios and per-scenario LoadGen settings."""
 
     benchmark: Name  # a folder under images/
-    scenarios: list[Scenario] | None = None  # default: every scenario the manifest supports
+    # default: every scenario the manifest supports
+    scenarios: Annotated[list[Scenario], Field(min_length=1)] | None = None
     settings: dict[Scenario, UserConf] = Field(default_factory=dict)
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios_once(cls, scenarios: list[Scenario] | None) -> list[Scenario] | None:
+        if scenarios is not None:
+            _once([s.value for s in scenarios], "scenario")
+        return scenarios
 
 
 class HostPlan(Strict):
@@ -45,6 +89,12 @@ class HostPlan(Strict):
 
     host: Name
     benchmarks: list[BenchmarkPlan] = Field(min_length=1)
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _benchmarks_once(cls, benchmarks: list[BenchmarkPlan]) -> list[BenchmarkPlan]:
+        _once([b.benchmark for b in benchmarks], "benchmark")
+        return benchmarks
 
 
 class Campaign(Strict):
@@ -54,7 +104,7 @@ class Campaign(Strict):
     inventory: Path = DEFAULT_INVENTORY
     round: str = "v6.1"
     division: Literal["closed", "open", "network"] = "open"
-    submitter: str | None = None  # default: the inventory's system_defaults.submitter
+    submitter: FolderName | None = None  # default: the inventory's system_defaults.submitter
     mode: Mode = Mode.SHORT
     hosts: list[HostPlan] = Field(min_length=1)
     accuracy: bool = True
@@ -62,7 +112,7 @@ class Campaign(Strict):
     # official: power-dev's server and client with SPEC PTDaemon (hosts.yaml `director:`);
     # track: subrun's own daemon, never submittable; true: official in submission mode, else track
     power: bool | Literal["official", "track"] = False
-    max_reruns: Annotated[int, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
+    max_reruns: Annotated[StrictInt, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
     output_dir: Path = Path("out")
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path
@@ -89,8 +139,7 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _one_entry_per_host(self) -> Campaign:
-        names = [h.host for h in self.hosts]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = sorted(n for n, k in Counter(h.host for h in self.hosts).items() if k > 1)
         if twice:
             raise ValueError(f"host(s) {', '.join(twice)} listed more than once under `hosts:`; "
                              "put all of a host's benchmarks in one entry")

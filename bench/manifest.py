@@ -147,7 +147,7 @@ class Submission(Strict):
 
 ArgvTemplate = Annotated[list[str], Field(min_length=1)]
 ComplianceDerate = dict[Literal["TEST01", "TEST04", "TEST05"],
-                        Annotated[float, Field(gt=0.5, le=1.0)]]
+                        Annotated[float, Field(gt=0.5, le=1.0, strict=True)]]
 EnvFolder = Annotated[str, StringConstraints(
     pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)*$")]
 RUN_ONLY = ("scenario", "mode", "run_dir", "user_conf", "output_dir")

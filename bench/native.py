@@ -111,8 +111,7 @@ def _stop(host: Host, process: Detached) -> None:
     host.stop_detached(process)
     if host.wait_detached(process, timeout_s=STOP_GRACE_S).running:
         # the supervisor is a session leader (setsid): its group holds the harness too
-        host.run(["sh", "-c", 'kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"',
-                  str(process.pid)], check=False, timeout_s=30)
+        host.stop_detached(process, signal="KILL", reach="group")
         host.wait_detached(process, timeout_s=STOP_GRACE_S)
 
 

@@ -21,6 +21,7 @@ from bench.measured import Measured, MeasuredKey
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, derated, run_settings
+from lab.errors import ConfigError
 
 RUN_OVERHEAD_S = 4.0  # container start, log collection, verdict
 POWER_OVERHEAD_S = 25.0  # analyzer set-up and the pauses around ranging and testing
@@ -97,10 +98,25 @@ def make_plan(campaign: Campaign, manifests: Mapping[str, Manifest], rules: Roun
     for host_plan in campaign.hosts:
         for bench in host_plan.benchmarks:
             manifest = manifests[bench.benchmark]
+            _check_served(campaign, host_plan.host, bench, manifest)
             for scenario in bench.scenarios or manifest.scenarios:
                 plan.runs.extend(_scenario_runs(campaign, host_plan.host, bench, manifest,
                                                 scenario, rules, measured or {}))
     return plan
+
+
+def _check_served(campaign: Campaign, host: str, bench: BenchmarkPlan,
+                  manifest: Manifest) -> None:
+    """A scenario (or its settings) the benchmark does not serve is refused at plan time, not
+    when its run starts."""
+    asked = [*(bench.scenarios or []), *bench.settings]
+    unserved = sorted({s.value for s in asked if s not in manifest.scenarios})
+    if unserved:
+        raise ConfigError(
+            f"Campaign '{campaign.name}', host '{host}': benchmark '{manifest.name}' does not "
+            f"serve {', '.join(unserved)}; it serves "
+            f"{', '.join(s.value for s in manifest.scenarios)}. Remove the scenario (and its "
+            "settings) or pick a benchmark that serves it.")
 
 
 def kinds_for(campaign: Campaign, manifest: Manifest, rules: RoundRules) -> list[RunKind]:

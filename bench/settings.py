@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.loadgen_keys import key_problem
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, Scenario, Setting
 from lab.errors import ConfigError
@@ -31,7 +32,8 @@ OFFICIAL_KEYS = frozenset({
     "performance_issue_same_index", "sample_concatenate_permutation", "test05",
     "qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed",
 })
-KEY_PATTERN = re.compile(r"^[\w.*-]+\.(\*|SingleStream|MultiStream|Offline|Server)\.\w+$")
+# used with fullmatch: `$` would let a trailing newline through ("min_duration\n")
+KEY_PATTERN = re.compile(r"[\w.*-]+\.(\*|SingleStream|MultiStream|Offline|Server)\.\w+")
 SAMPLING_KINDS = (RunKind.TEST01, RunKind.TEST08)
 
 
@@ -99,13 +101,15 @@ def derated(settings: dict[str, Setting], scenario: Scenario, factor: float) -> 
 def check_settings(settings: dict[str, Setting], mode: Mode) -> None:
     """ConfigError if a key is malformed, or lowers an official value in submission mode."""
     for key, value in settings.items():
-        if not KEY_PATTERN.match(key):
+        if not KEY_PATTERN.fullmatch(key):
             raise ConfigError(f"user.conf key '{key}' is not of the form model.scenario.key "
                               "(e.g. '*.Offline.target_qps').")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"user.conf key '{key}' needs a number, got {value!r}: LoadGen "
                               "accepts only integers and decimals.")
         name = key.rsplit(".", 1)[1]
+        if problem := key_problem(name, value):
+            raise ConfigError(f"user.conf key '{key}': {problem}.")
         if mode is Mode.SUBMISSION and name in OFFICIAL_KEYS:
             raise ConfigError(
                 f"user.conf key '{key}' overrides an official LoadGen setting; a submission run "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,16 @@ class RunStore:
             return RunRecord.model_validate_json(path.read_text())
         except FileNotFoundError as e:
             raise RunError(f"{path}: no such attempt in the run store.") from e
-        except (OSError, ValidationError) as e:
-            raise RunError(f"{path}: unreadable run record ({e}). Inspect or remove that "
-                           "attempt folder.") from e
+        except OSError as e:
+            raise RunError(f"{path}: the run record cannot be read ({e.strerror}). Check the "
+                           "file's permissions and the disk.") from e
+        except ValidationError as e:
+            problem = e.errors()[0]
+            where = "".join(f"{p}: " for p in problem["loc"][:1])
+            raise RunError(f"{path}: the run record is empty or corrupt ({where}"
+                           f"{problem['msg']}), so this attempt of run {key} cannot be read. "
+                           "Move that attempt folder out of the store (its logs stay in it) and "
+                           "run the campaign again: the run is then made again.") from e
 
     def attempts(self, key: str) -> list[RunRecord]:
         """Every attempt of a run, oldest first."""
@@ -167,7 +175,7 @@ class RunStore:
 
     def _write(self, record: RunRecord) -> None:
         path = self.path(record.key, record.attempt) / RUN_JSON
-        tmp = path.with_name(f".{RUN_JSON}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{RUN_JSON}.{os.getpid()}.{threading.get_ident()}.tmp")
         with tmp.open("w") as f:  # durable before it replaces the old record: a power cut
             f.write(record.model_dump_json(indent=2))  # leaves the old one or the new one
             f.flush()

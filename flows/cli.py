@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from flows import cli_alert, cli_campaign, cli_describe
-from flows.cli_common import err, guarded, out
+from flows.cli_common import err, guarded, out, shown
 
 HELP = ("Run MLPerf Inference submission campaigns on your lab machines, end to end.\n\n"
         "Plan a campaign, run it (performance, accuracy, compliance and power runs, each judged "
@@ -48,14 +48,14 @@ def hosts_check(file: InventoryArg = None) -> None:
             report.name,
             config.transport,
             "yes" if report.reachable else "[red]no[/]",
-            report.docker,
+            shown(report.docker),
             f"{report.free_gb:.1f}" if report.free_gb is not None else "?",
             f"{report.clock_offset_s:+.3f}" if report.clock_offset_s is not None else "?",
         )
     out.print(table)
     problems = [p for r in reports for p in r.problems]
     for problem in problems:
-        err.print(f"[yellow]problem:[/] {problem}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]problem:[/] {shown(problem)}", highlight=False, soft_wrap=True)
     if any(not r.reachable for r in reports):
         raise typer.Exit(3)
     out.print(f"{len(reports)} host(s) reachable"

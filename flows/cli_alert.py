@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli_common import guarded, out
+from flows.cli_common import guarded, out, shown
 
 DEFAULT_HISTORY = Path("out") / "history.sqlite"
 
@@ -40,7 +40,7 @@ def alert_command(
     for regression in found:
         notice = regression_notice(regression)
         guarded(lambda: post_json(webhook, notice))  # noqa: B023 (called at once)
-        out.print(f"[red]regression:[/] {regression.describe()}", highlight=False)
+        out.print(f"[red]regression:[/] {shown(regression.describe())}", highlight=False)
     if not found:
         out.print(f"No regression beyond {threshold:g} % in {history}.")
         return

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flows.cli_common import err, guarded, out
+from flows.cli_common import err, guarded, out, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
 
@@ -58,9 +58,9 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
               f"{duration(plan.estimate_s)} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
-        out.print(f"[yellow]note:[/] {note}", highlight=False)
+        out.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     for note in analyzer_notes(plan, ctx.inventory):
-        out.print(f"[yellow]power:[/] {note}", highlight=False)
+        out.print(f"[yellow]power:[/] {shown(note)}", highlight=False)
     _check_power(ctx)
 
 
@@ -73,7 +73,7 @@ def _check_power(ctx: CampaignContext) -> None:
     finally:
         ctx.close()
     if note:
-        out.print(f"[green]power:[/] {note}", highlight=False)
+        out.print(f"[green]power:[/] {shown(note)}", highlight=False)
 
 
 def run_command(campaign: CampaignArg = None,
@@ -95,7 +95,8 @@ def run_command(campaign: CampaignArg = None,
 
         def advance(step: progress.Step) -> None:
             colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
-            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {step.label}", highlight=False)
+            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
+                              highlight=False)
             bar.update(job, completed=step.done)
 
         progress.listen(advance)
@@ -108,12 +109,13 @@ def run_command(campaign: CampaignArg = None,
             progress.unlisten(advance)
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
     for failure in summary["failed"]:
-        out.print(f"[red]failed:[/] {failure}", highlight=False)
+        out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)
     by_reason: dict[str, list[str]] = {}
     for label, reason in summary.get("not_run_reasons", {}).items():
         by_reason.setdefault(reason, []).append(label)
     for reason, labels in by_reason.items():
-        out.print(f"[red]not run:[/] {', '.join(labels)}: {reason}", highlight=False)
+        out.print(f"[red]not run:[/] {shown(', '.join(labels))}: {shown(reason)}",
+                  highlight=False)
     if summary["tarball"]:
         out.print(f"Submission tree: {summary['tree']}\nTarball: {summary['tarball']}")
     else:
@@ -129,7 +131,7 @@ def status_command(campaign: CampaignArg = None) -> None:
     from flows.status import campaign_status, eta_s
 
     ctx = _load(campaign)
-    statuses = campaign_status(ctx.plan, ctx.store)
+    statuses = guarded(lambda: campaign_status(ctx.plan, ctx.store))  # a corrupt run.json
     table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.store_dir})")
     for column in ("host", "benchmark", "scenario", "run", "state", "detail"):
         table.add_column(column)
@@ -137,7 +139,7 @@ def status_command(campaign: CampaignArg = None) -> None:
         spec = s.planned.spec
         style = STATE_STYLE[s.state]
         table.add_row(spec.host, spec.benchmark, spec.scenario.value, spec.kind.value,
-                      f"[{style}]{s.state}[/]", s.detail)
+                      f"[{style}]{s.state}[/]", shown(s.detail))
     out.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
     out.print(", ".join(f"{n} {state}" for state, n in counts.items()

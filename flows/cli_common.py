@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lab.errors import SubrunError
 
@@ -20,5 +21,18 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except SubrunError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        # the message may quote a file's own text, such as a key `[/]`: never read as markup
+        err.print(f"[bold red]error:[/] {shown(str(e))}", highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
+
+
+def plain(text: str) -> str:
+    """text with every control or formatting character but the newline written as an escape,
+    so that a file's bytes cannot move the cursor, recolour or reorder the terminal."""
+    return "".join(c if c == "\n" or c.isprintable() else c.encode("unicode_escape").decode()
+                   for c in text)
+
+
+def shown(text: object) -> str:
+    """text as rich prints it literally: files and targets decide what it says, not how."""
+    return escape(plain(str(text)))

@@ -34,7 +34,7 @@ def describe_command(
     from collectors.describe import describe
     from collectors.preflight import preflight
     from collectors.system_json import write
-    from flows.cli_common import err, guarded
+    from flows.cli_common import err, guarded, shown
     from flows.cli_common import out as console
     from lab.config import load_inventory
 
@@ -45,7 +45,7 @@ def describe_command(
     console.print(f"wrote {system_path} and {sources_path}", highlight=False)
     problems = preflight([description], Mode.SHORT, inventory)
     for problem in problems:
-        err.print(f"[yellow]to fix:[/] {problem}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]to fix:[/] {shown(problem)}", highlight=False, soft_wrap=True)
     if not image:
         err.print("hint: pass --image IMAGE (the benchmark image) to read the framework and "
                   "libraries from the image itself.", highlight=False, soft_wrap=True)

@@ -1,8 +1,9 @@
 """A local Prefect server on loopback for deployments, schedules and workers.
 
 Ephemeral mode (a plain flow call) needs nothing; `prefect deployment run`, `--watch` and the
-nightly schedule need a real server. subrun starts one in its own PREFECT_HOME, records its pid,
-waits until /api/health answers, and stops it by that pid.
+nightly schedule need a real server. subrun starts one in its own PREFECT_HOME, records its pid
+with its start time and command line (lab.pidfile), waits until /api/health answers, and stops it
+by that pid only while the process there is still the one it started.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import requests
 
 from flows.environment import configure_prefect, subrun_home
+from lab import pidfile
 from lab.errors import SubrunError
 
 DEFAULT_PORT = 4200
+SERVER_WORDS = ("prefect", "server", "start")  # in the command line of the server we start
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,9 @@ def start(port: int = DEFAULT_PORT, *, timeout_s: float = 120) -> LocalServer:
     """Start (or find running) a Prefect server on 127.0.0.1:port and wait until it answers."""
     configure_prefect()
     pid_file = _pid_file(port)
-    if healthy(port) and pid_file.exists():
-        return LocalServer(port, int(pid_file.read_text()))
+    ours = _recorded(port)
+    if healthy(port) and ours is not None:
+        return LocalServer(port, ours.pid)
     if healthy(port):
         raise SubrunError(f"Something already answers as a Prefect API on 127.0.0.1:{port} but "
                           "was not started by subrun; use it by exporting PREFECT_API_URL="
@@ -59,14 +64,12 @@ def start(port: int = DEFAULT_PORT, *, timeout_s: float = 120) -> LocalServer:
     log = pid_file.with_suffix(".log")
     env = {**os.environ, "PREFECT_SERVER_API_HOST": "127.0.0.1"}
     env.pop("PREFECT_API_URL", None)
+    argv = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+            "--port", str(port)]
     with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-             "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True,
-        )
-    pid_file.write_text(str(proc.pid))
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    pidfile.write(pid_file, proc.pid, argv)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if healthy(port):
@@ -80,22 +83,26 @@ def start(port: int = DEFAULT_PORT, *, timeout_s: float = 120) -> LocalServer:
 
 
 def stop(port: int = DEFAULT_PORT) -> bool:
-    """Stop the server subrun started on port (by its recorded pid); False if none was running."""
-    pid_file = _pid_file(port)
-    if not pid_file.exists():
+    """Stop the server subrun started on port (by its recorded pid); False if none was running.
+
+    A stale pid file (the server ended, and its pid may now be another process) is removed
+    without signalling anything."""
+    proc = _recorded(port)
+    pidfile.remove(_pid_file(port))
+    if proc is None:
         return False
-    pid = int(pid_file.read_text())
-    pid_file.unlink()
     try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    os.killpg(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and its workers
+        proc.wait(timeout=20)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        if proc.is_running():  # still the same process (psutil compares its start time)
+            os.killpg(proc.pid, signal.SIGKILL)
     return True
+
+
+def _recorded(port: int) -> psutil.Process | None:
+    """The server subrun started on port, if that very process still runs."""
+    record = pidfile.read(_pid_file(port))
+    return pidfile.process(record, SERVER_WORDS) if record else None

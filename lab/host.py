@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from lab import supervisor
 from lab.errors import CommandFailed, RunError, TransferFailed
 from lab.output import DEFAULT_OUTPUT_CAP_BYTES
 
@@ -81,39 +82,6 @@ class DetachedStatus:
     running: bool
     exit_status: int | None
     lost: bool = False  # neither running nor with a recorded exit (killed with SIGKILL, reboot)
-
-
-# The wrapper runs the command in its own session so that neither a closed SSH channel nor a
-# SIGHUP reaches it, records its pid first and its exit status last (atomically, via rename).
-# It forwards TERM/INT/HUP to the command and stays alive to record how the command ended.
-_WRAPPER = r"""
-d=$0
-echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
-"$@" > "$d/out.log" 2>&1 < /dev/null &
-child=$!
-trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
-wait $child; rc=$?
-while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
-echo $rc > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
-"""
-
-_START_SCRIPT = r"""
-d=$1; w=$2; shift 2
-mkdir -p "$d" && rm -f "$d/exit" "$d/pid"
-setsid sh -c "$w" "$d" "$@" < /dev/null > /dev/null 2>&1 &
-i=0
-while [ ! -s "$d/pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
-cat "$d/pid"
-"""
-
-_STATUS_SCRIPT = r"""
-d=$1
-if [ -s "$d/exit" ]; then echo "exit $(cat "$d/exit")"; exit 0; fi
-if [ ! -s "$d/pid" ]; then echo missing; exit 0; fi
-if kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running; else
-  sleep 0.2; if [ -s "$d/exit" ]; then echo "exit $(cat "$d/exit")"; else echo lost; fi
-fi
-"""
 
 
 class Host(ABC):
@@ -219,7 +187,8 @@ class Host(ABC):
             inner = ["env", *(f"{k}={v}" for k, v in env.items()), *inner]
         if cwd:
             inner = ["sh", "-c", 'cd "$0" && exec "$@"', cwd, *inner]
-        result = self.run(["sh", "-c", _START_SCRIPT, "sh", state_dir, _WRAPPER, *inner],
+        result = self.run(["sh", "-c", supervisor.START, "sh", state_dir, supervisor.WRAPPER,
+                           *inner],
                           timeout_s=60)
         try:
             pid = int(result.stdout.strip())
@@ -251,16 +220,23 @@ class Host(ABC):
                 return status
             time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 
-    def stop_detached(self, handle: Detached, *, signal: str = "TERM") -> None:
-        """Signal the detached command; its wrapper records the exit status it ends with."""
-        self.run(["kill", f"-{signal}", str(handle.pid)], check=False, timeout_s=30)
+    def stop_detached(self, handle: Detached, *, signal: str = "TERM",
+                      reach: supervisor.Reach = "wrapper") -> bool:
+        """Signal the detached command's wrapper (which passes TERM on and records the exit
+        status), its whole process group, or the wrapper's children; False, and nothing
+        signalled, when the recorded pid is no longer that wrapper (it ended; the pid may
+        now be another process's)."""
+        result = self.run(["sh", "-c", supervisor.SIGNAL, "sh", handle.state_dir,
+                           str(handle.pid), signal, reach], check=False, timeout_s=30)
+        return result.stdout.strip() == "signalled"
 
     def detached_log(self, handle: Detached) -> str:
         """Everything the detached process wrote to stdout and stderr so far."""
         return self.run(["cat", handle.log_path], check=False, timeout_s=60).stdout
 
     def _detached_status(self, state_dir: str) -> DetachedStatus:
-        out = self.run(["sh", "-c", _STATUS_SCRIPT, "sh", state_dir], timeout_s=30).stdout.strip()
+        out = self.run(["sh", "-c", supervisor.STATUS, "sh", state_dir],
+                       timeout_s=30).stdout.strip()
         if out.startswith("exit "):
             return DetachedStatus(running=False, exit_status=int(out.split()[1]))
         if out == "running":

@@ -1,9 +1,10 @@
 """Targets reached over SSH (paramiko lives here and nowhere else).
 
-Host keys are always verified against a known_hosts file; an unknown key is accepted only when
-the host entry opts in to trust-on-first-use. A command cut off by a drop is reported
-(ConnectionLost), never silently run again. A link that stops answering (a silent partition) is
-declared dead by a watchdog within about 15 s instead of hanging each command to its timeout.
+Host keys are always verified against a known_hosts file (read, and appended to, by
+lab.known_hosts); an unknown key is accepted only when the host entry opts in to
+trust-on-first-use. A command cut off by a drop is reported (ConnectionLost), never silently run
+again. A link that stops answering (a silent partition) is declared dead by a watchdog within
+about 15 s instead of hanging each command to its timeout.
 
 A host never reached fails fast: that is a wrong address or a machine that is off. Once reached,
 a dropped link is re-established with backoff; one call keeps trying for a reconnection window
@@ -14,6 +15,7 @@ every later call fails at once.
 
 from __future__ import annotations
 
+import base64
 import select
 import socket
 import stat
@@ -32,6 +34,7 @@ from lab.errors import (
     AccessRefused,
     CommandFailed,
     CommandTimedOut,
+    ConfigError,
     ConnectError,
     ConnectionLost,
     HostUnreachable,
@@ -39,7 +42,9 @@ from lab.errors import (
     TransferFailed,
 )
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
+from lab.known_hosts import KnownHosts, KnownKey, append_key, host_entry
 from lab.liveness import Outage, Watchdog
+from lab.names import host_name
 from lab.output import CHUNK_BYTES, OutputTail
 
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # first contact: a host never reached fails fast
@@ -63,6 +68,11 @@ class SshTarget:
 def resolve_target(config: HostConfig) -> SshTarget:
     """Merge the host entry with ~/.ssh/config when it names an alias; entry values win."""
     found: dict[str, Any] = {}
+    if config.ssh_alias:  # checked again: a model_copy(update=...) skips validation
+        try:
+            host_name(config.ssh_alias)
+        except ValueError as e:
+            raise ConfigError(f"Host '{config.name}': ssh_alias {e}.") from e
     if config.ssh_alias and USER_SSH_CONFIG.exists():
         found = dict(paramiko.SSHConfig.from_path(str(USER_SSH_CONFIG)).lookup(config.ssh_alias))
     identity = found.get("identityfile", [None])[0]
@@ -200,33 +210,44 @@ class SshHost(Host):
 
     def _open(self) -> paramiko.SSHClient:
         target = resolve_target(self.config)
+        known = KnownHosts.read(target.known_hosts)
+        name = host_entry(target.address, target.port)
         client = paramiko.SSHClient()
-        if target.known_hosts.exists():
-            client.load_host_keys(str(target.known_hosts))
-        if self.config.trust_on_first_use:
-            client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        client.connect(
-            target.address,
-            port=target.port,
-            username=target.user,
-            key_filename=str(target.key) if target.key else None,
-            look_for_keys=target.key is None,
-            allow_agent=target.key is None,
-            timeout=CONNECT_TIMEOUT_S,
-            banner_timeout=CONNECT_TIMEOUT_S,
-            auth_timeout=CONNECT_TIMEOUT_S,
-        )
-        if self.config.trust_on_first_use:
-            target.known_hosts.parent.mkdir(parents=True, exist_ok=True)
-            client.save_host_keys(str(target.known_hosts))
+        for entry in known.host_keys(name):
+            if (key := _pkey(entry)) is not None:
+                client.get_host_keys().add(name, key.get_name(), key)
+        client.set_missing_host_key_policy(
+            _FirstContact(known, self.config.trust_on_first_use))
+        try:
+            client.connect(
+                target.address,
+                port=target.port,
+                username=target.user,
+                key_filename=str(target.key) if target.key else None,
+                look_for_keys=target.key is None,
+                allow_agent=target.key is None,
+                timeout=CONNECT_TIMEOUT_S,
+                banner_timeout=CONNECT_TIMEOUT_S,
+                auth_timeout=CONNECT_TIMEOUT_S,
+            )
+        except BaseException:
+            client.close()
+            raise
         return client
 
     def _translate(self, e: Exception) -> ConnectError:
         t = resolve_target(self.config)
         where = f"host '{self.name}' ({t.user or 'default user'}@{t.address}:{t.port})"
-        hosts_entry = f"[{t.address}]:{t.port}" if t.port != 22 else t.address
+        hosts_entry = host_entry(t.address, t.port)
+        if isinstance(e, _RevokedKey | paramiko.BadHostKeyException) and (
+                revoked := KnownHosts.read(t.known_hosts).revoked(e.key.get_name(),
+                                                                  e.key.get_base64())):
+            return AccessRefused(
+                f"The host key of {where} ({e.key.get_name()} {e.key.fingerprint}) is revoked "
+                f"by {t.known_hosts}:{revoked.line}, so subrun refuses to connect. Ask the "
+                "machine's owner for its new key; if the revocation is a mistake, remove that "
+                "line."
+            )
         if isinstance(e, paramiko.BadHostKeyException):
             return AccessRefused(
                 f"The host key of {where} has CHANGED: it offered {e.key.get_name()} "
@@ -237,12 +258,17 @@ class SshHost(Host):
                 "the new one."
             )
         if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
+            known = KnownHosts.read(t.known_hosts)
+            unusable = [f"{t.known_hosts}:{k.line} records a {k.key_type} key, a type subrun "
+                        "(paramiko) cannot verify." for k in known.host_keys(hosts_entry)
+                        if _pkey(k) is None]
+            notes = " ".join([*unusable, known.notes(hosts_entry)]).strip()
             return AccessRefused(
                 f"The host key of {where} is not in {t.known_hosts}, so subrun cannot verify it "
                 "and refuses to connect. Check the key's fingerprint with the machine's owner, "
                 f"then add it with `ssh-keyscan -p {t.port} {t.address} >> {t.known_hosts}`, or "
                 f"set `trust_on_first_use: true` for host '{self.name}' in hosts.yaml to accept "
-                "and record it on first contact."
+                "and record it on first contact." + (f" {notes}" if notes else "")
             )
         if isinstance(e, paramiko.AuthenticationException):
             key = f"the key {t.key}" if t.key else "the agent's and default keys"
@@ -457,10 +483,50 @@ def _stream_to(remote: paramiko.SFTPFile, size: int, local: Path, max_bytes: int
     return copied
 
 
+class _RevokedKey(paramiko.SSHException):
+    """The server presented a key that known_hosts marks `@revoked`."""
+
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__("host key revoked in known_hosts")
+        self.key = key
+
+
+class _FirstContact(paramiko.MissingHostKeyPolicy):
+    """A key known_hosts does not record: refused when revoked, recorded (appended, under a
+    lock) with trust-on-first-use, refused otherwise."""
+
+    def __init__(self, known: KnownHosts, trust_on_first_use: bool) -> None:
+        self.known = known
+        self.trust = trust_on_first_use
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        if self.known.revoked(key.get_name(), key.get_base64()):
+            raise _RevokedKey(key)
+        if not self.trust:
+            raise paramiko.SSHException(f"Server {hostname!r} not found in known_hosts")
+        try:
+            other = append_key(self.known.path, hostname, key.get_name(), key.get_base64())
+        except OSError as e:  # final: no retry can make the file writable
+            raise AccessRefused(f"Cannot record the host key of {hostname} in "
+                                f"{self.known.path} ({e.strerror}); make the file writable, "
+                                "or record the key yourself with ssh-keyscan.") from e
+        if other is not None and (expected := _pkey(other)) is not None:
+            raise paramiko.BadHostKeyException(hostname, key, expected)
+
+
+def _pkey(entry: KnownKey) -> paramiko.PKey | None:
+    """The paramiko key of a known_hosts entry; None for a type paramiko cannot use."""
+    try:
+        return paramiko.PKey.from_type_string(entry.key_type, base64.b64decode(entry.key_b64))
+    except (paramiko.SSHException, paramiko.pkey.UnknownKeyType, ValueError, TypeError):
+        return None
+
+
 def _is_final(e: Exception) -> bool:
     """Faults that retrying cannot fix: keys, authentication, refused host keys."""
     if isinstance(e, paramiko.BadHostKeyException | paramiko.AuthenticationException):
         return True
     if isinstance(e, paramiko.SSHException) and "known_hosts" in str(e):
-        return True
+        return True  # not recorded, or revoked
     return isinstance(e, socket.gaierror)

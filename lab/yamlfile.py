@@ -14,6 +14,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from lab.errors import ConfigError
+from lab.filekind import not_settings
+from lab.yamldoc import read_document
 
 M = TypeVar("M", bound=BaseModel)
 Loc = tuple[str | int, ...]
@@ -22,20 +24,7 @@ Loc = tuple[str | int, ...]
 def load_model(path: Path, model: type[M], *, context: dict[str, Any] | None = None) -> M:
     """Parse path as YAML and validate it into model, or raise ConfigError listing every problem."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError as e:
-        raise ConfigError(f"{path}: file not found. Create it, or pass the right path.") from e
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot be read: {e.strerror}.") from e
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: this is not valid YAML: {e.problem}. "
-                          "Check the indentation and quoting around that line.") from e
+    node, data = read_document(path)  # capped: size, encoding, depth, aliases
     lines = _line_index(node)
     duplicate = _first_duplicate_key(node)
     if duplicate:
@@ -44,6 +33,8 @@ def load_model(path: Path, model: type[M], *, context: dict[str, Any] | None = N
                           "YAML would silently keep only the last one. Remove one of them.")
     if data is None:
         data = {}
+    if not isinstance(data, dict):  # not a settings file at all: never echo what it holds
+        raise ConfigError(not_settings(path, data, model))
     try:
         return model.model_validate(data, context={"base_dir": path.parent, **(context or {})})
     except ValidationError as e:
@@ -78,7 +69,8 @@ def _dotted(loc: Loc) -> str:
         elif part in ("function-after", "function-before", "function-wrap"):
             continue
         else:
-            out += ("." if out else "") + str(part)
+            shown = str(part) if str(part).isprintable() else repr(part)  # "min_duration\n"
+            out += ("." if out else "") + shown
     return out
 
 

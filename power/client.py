@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from lab.errors import PowerError
-from power import protocol
+from power import access, protocol
 from power.protocol import LineSocket, Ranges, Sample
 
 
@@ -47,6 +47,8 @@ class PtdClient:
     port: int
     timeout_s: float = 30.0
     messages: list[tuple[str, str]] = field(default_factory=list)
+    # the shared token of a daemon reached beyond loopback (`Auth,<token>` before Hello)
+    token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._link: LineSocket | None = None
@@ -64,6 +66,8 @@ class PtdClient:
             raise PowerError(f"Could not connect to {self.where}: {e.strerror or e}. Start the "
                              "daemon (or check `analyzers:` in hosts.yaml), then retry.") from e
         self._link = LineSocket(sock)
+        if self.token is not None:
+            self._authenticate(self.token)
         hello = self.command("Hello")
         if hello != protocol.HELLO:
             self.close()
@@ -71,6 +75,21 @@ class PtdClient:
                              f"{protocol.HELLO!r}: it is not a PTDaemon-protocol daemon, or it "
                              "already serves another client.")
         return Identity.parse(self.command("Identify"))
+
+    def _authenticate(self, token: str) -> None:
+        with self._lock:
+            assert self._link is not None
+            try:
+                self._link.send_line(f"{access.AUTH},{token}")
+            except OSError as e:
+                raise self._lost(access.AUTH, e) from e
+            reply = self._receive(access.AUTH)
+        self.messages.append((f"{access.AUTH},<token>", reply))
+        if reply != access.AUTH_OK:
+            self.close()
+            raise PowerError(f"{self.where.capitalize()} refused subrun's token: {reply!r}. "
+                             "The daemon was started with another token: make `token_env:` or "
+                             "`token_file:` of the analyzer in hosts.yaml hold the same one.")
 
     def command(self, text: str) -> str:
         """Send one command and return its reply line."""

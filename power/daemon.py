@@ -4,40 +4,55 @@ It takes PTDaemon's command line, so power-dev's unmodified server can start it 
 SPEC PTDaemon:
 
     python -m power.daemon -l <sample log> -p <port> [-b N] [-c CH] [-g|-n|-y|-U]
-                           [--bind ADDR] [--sim-file YAML] [--visa-library LIB]
+                           [--bind ADDR] [--token-file F] [--trust CIDR ...]
+                           [--idle-timeout S] [--console-log F [--console-max-bytes N]]
+                           [--sim-file YAML] [--visa-library LIB]
                            <device type> <device port>
 
 device type 49 is a WT310/WT310E, 52 a WT333E; device port is a VISA resource string, an
 instrument serial number (with -y), `sim` (the shipped pyvisa-sim model for the type) or
 `sim:<model>`. It answers the commands power-dev sends with the replies it checks, plus
-`Load,busy|idle` (subrun's load hint for a simulated instrument). It says honestly what it is:
-its Identify reply carries `version=<subrun version>-subrun-not-SPEC-PTDaemon`, so results it
-measured never pass as SPEC PTDaemon's. It serves one client at a time and exits cleanly on
-SIGTERM or SIGINT, releasing its port.
+`Load,busy|idle` (subrun's load hint for a simulated instrument) and `Auth,<token>`. It says
+honestly what it is: its Identify reply carries `version=<subrun version>-subrun-not-SPEC-
+PTDaemon`, so results it measured never pass as SPEC PTDaemon's.
+
+It listens on 127.0.0.1 unless told otherwise, and never beyond loopback without a token. Who
+may connect and who may change the measurement is `power.access`: several clients may be
+connected, one holds the measurement session. A client silent for `--idle-timeout` seconds is
+dropped, unless it holds the session while a measurement runs (power-dev's server waits out a
+whole LoadGen run in silence); a peer that vanished is found by TCP keepalive. The console goes
+to stdout (power-dev captures it) or to a capped file. It exits cleanly on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import platform
 import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 from types import FrameType
-from typing import TextIO
 
 from lab.errors import PowerError
+from power import access
+from power.access import AccessPolicy, SessionBook, parse_networks, read_token_file
 from power.commands import dispatch
-from power.instrument import DEFAULT_MODEL_FOR_TYPE, MODELS, Analyzer, open_analyzer
-from power.meter import Console, Meter, SampleLog
+from power.console_file import RotatingConsoleFile
+from power.daemon_options import DaemonOptions, parse_args
+from power.instrument import Analyzer, open_analyzer
+from power.listener import keepalive, listen
+from power.meter import Console, Meter, SampleLog, Stream
 from power.protocol import Command, LineSocket
 
-INTERFACE_FLAGS = ("-g", "-n", "-y", "-U")
+__all__ = ["Daemon", "DaemonOptions", "main", "parse_args"]
+MAX_CLIENTS = 8
+BUSY = "serves at most"  # in the refusal when MAX_CLIENTS are connected
+SHOWN_COMMAND_CHARS = 200
+AUTH_TIMEOUT_S = 10.0  # a peer that must authenticate gets this long (a slot is precious)
 
 
 def subrun_version() -> str:
@@ -48,100 +63,57 @@ def subrun_version() -> str:
         return "0.0.0"
 
 
-@dataclass(frozen=True)
-class DaemonOptions:
-    """The daemon's command line, parsed."""
+@dataclass(eq=False)
+class Client:
+    """One connected peer: its line socket, where it is, and whether it may send commands."""
 
-    log_path: Path
-    port: int
-    device_type: int
-    device_port: str
-    bind: str = "127.0.0.1"
-    channel: int = 1
-    interface_flag: str = ""
-    sim_file: Path | None = None
-    visa_library: str = ""
-
-    def analyzer(self) -> tuple[str, str]:
-        """(model, resource) the device type and port designate."""
-        model = DEFAULT_MODEL_FOR_TYPE.get(self.device_type)
-        if model is None:
-            raise PowerError(f"Device type {self.device_type} is not supported by subrun's "
-                             f"daemon; use 49 (WT310/WT310E) or 52 (WT333E).")
-        port = self.device_port
-        if port == "sim" or port.startswith("sim:"):
-            chosen = port.partition(":")[2] or model
-            if chosen not in MODELS:
-                raise PowerError(f"Device port {port!r} names an unknown model; use sim:"
-                                 f"{' or sim:'.join(MODELS)}.")
-            return chosen, "sim"
-        if "::" not in port and self.interface_flag != "-y":
-            raise PowerError(f"Device port {port!r} is neither a VISA resource string (e.g. "
-                             "USB0::0x0B21::0x0025::<serial>::INSTR) nor a serial number given "
-                             "with -y; subrun's daemon reaches instruments through VISA only.")
-        return model, port
-
-
-def parse_args(argv: list[str]) -> DaemonOptions:
-    """Read PTDaemon-style arguments (argparse reports bad ones and exits with status 2)."""
-    parser = argparse.ArgumentParser(prog="python -m power.daemon",
-                                     description="subrun's PTDaemon-protocol power daemon")
-    parser.add_argument("-l", dest="log_path", type=Path, required=True, help="sample log file")
-    parser.add_argument("-p", dest="port", type=int, default=8888, help="TCP port")
-    parser.add_argument("-b", dest="board", type=int, help="GPIB board (unused)")
-    parser.add_argument("-c", dest="channel", default="1", help="element (channel) to read")
-    parser.add_argument("-e", dest="extended", action="store_true", help="accepted, ignored")
-    for flag in INTERFACE_FLAGS:
-        parser.add_argument(flag, dest="interface_flag", action="store_const", const=flag)
-    parser.add_argument("-D", dest="dc", action="store_true", help="DC mode (not supported)")
-    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--sim-file", type=Path, help="pyvisa-sim YAML instead of the shipped")
-    parser.add_argument("--visa-library", default="", help="pyvisa library, e.g. @py")
-    parser.add_argument("device_type", type=int)
-    parser.add_argument("device_port")
-    ns = parser.parse_args(argv)
-    if ns.dc:
-        parser.error("DC measurement (-D) is not supported by subrun's daemon")
-    if not ns.channel.split(",")[0].isdigit():
-        parser.error(f"-c {ns.channel}: give the element number, e.g. -c 1")
-    return DaemonOptions(ns.log_path, ns.port, ns.device_type, ns.device_port, ns.bind,
-                         int(ns.channel.split(",")[0]), ns.interface_flag or "", ns.sim_file,
-                         ns.visa_library)
+    link: LineSocket
+    where: str
+    authenticated: bool
 
 
 class Daemon:
-    """The server: one listening socket, one client at a time, one Meter behind it."""
+    """The server: one listening socket, a few clients, one session holder, one Meter."""
 
-    def __init__(self, options: DaemonOptions, *, stream: TextIO | None = None,
+    def __init__(self, options: DaemonOptions, *, stream: Stream | None = None,
                  analyzer: Analyzer | None = None) -> None:
         self.options = options
-        self.console = Console(stream or sys.stdout)
+        self._file = (RotatingConsoleFile(options.console_log, options.console_max_bytes)
+                      if options.console_log and stream is None else None)
+        self.console = Console(stream or self._file or sys.stdout)
         self._analyzer = analyzer
         self.meter: Meter | None = None
+        self.policy = AccessPolicy()
+        self.sessions = SessionBook()
         self._listener: socket.socket | None = None
-        self._client: tuple[LineSocket, str] | None = None
+        self._clients: list[Client] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._accepting: threading.Thread | None = None
         self.port = 0
 
     def start(self) -> int:
-        """Open the analyzer, start sampling, listen; returns the bound port."""
+        """Check the access settings, open the analyzer, start sampling, listen; the port."""
         version = subrun_version()
         self.console.say(f"subrun power daemon {version}: PTDaemon protocol, NOT SPEC PTDaemon; "
                          "its measurements are for development and tracking, never submission")
+        self.options.check_exposure()
+        token = read_token_file(self.options.token_file) if self.options.token_file else None
+        self.policy = AccessPolicy(token, parse_networks(list(self.options.trust)))
         analyzer = self._analyzer or self._open()
         self.console.say(f"Analyzer identity response of {len(analyzer.idn)} bytes: "
                          f"{analyzer.idn} ({analyzer.name}"
                          f"{', simulated' if analyzer.simulated else ''})")
         self.meter = Meter(analyzer, self.console, SampleLog(self.options.log_path))
         self.console.say(f"Uncertainty checking for {analyzer.spec.ptd_name} is activated")
-        self._listener = _listen(self.options.bind, self.options.port)
+        self._listener = listen(self.options.bind, self.options.port, MAX_CLIENTS)
         self.port = self._listener.getsockname()[1]
         self.meter.start()
         self._accepting = threading.Thread(target=self._accept_loop, name="accept", daemon=True)
         self._accepting.start()
-        self.console.say(f"Listening on {self.options.bind}:{self.port}")
+        trusted = ", ".join(self.options.trust)
+        self.console.say(f"Listening on {self.options.bind}:{self.port} (trusted: {trusted}; "
+                         f"others {'need the token' if token else 'refused'})")
         return self.port
 
     def identity(self) -> str:
@@ -164,14 +136,14 @@ class Daemon:
         self.stop()
 
     def stop(self) -> None:
-        """Close the client and the port, stop sampling, close the log."""
+        """Close the clients and the port, stop sampling, close the logs."""
         self._stopping.set()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
         with self._lock:
-            if self._client is not None:
-                self._client[0].close()
+            for client in self._clients:
+                client.link.close()
         if self._accepting is not None:
             self._accepting.join(timeout=5)
         if self.meter is not None:
@@ -179,6 +151,8 @@ class Daemon:
             self.meter.log.close()
             self.meter = None
         self.console.say("Daemon stopped")
+        if self._file is not None:
+            self._file.close()
 
     def __enter__(self) -> Daemon:
         self.start()
@@ -202,79 +176,112 @@ class Daemon:
                 continue
             except OSError:
                 return  # the listener was closed by stop()
-            conn.settimeout(None)
-            where = f"{peer[0]}:{peer[1]}"
-            link = LineSocket(conn)
+            keepalive(conn)
+            client = Client(LineSocket(conn), f"{peer[0]}:{peer[1]}",
+                            self.policy.trusts(str(peer[0])))
             with self._lock:
-                busy = self._client
-                if busy is not None and _hung_up(busy[0].sock):
-                    busy = None  # gone already; its thread has not noticed yet
-                if busy is None:
-                    self._client = (link, where)
-            if busy is not None:
-                self._refuse(conn, where, busy[1])
+                full = len(self._clients) >= MAX_CLIENTS
+                if not full:
+                    self._clients.append(client)
+            if full:
+                self._refuse(client, f"subrun's power daemon {BUSY} {MAX_CLIENTS} clients at "
+                             "once; try again when one has finished")
                 continue
-            threading.Thread(target=self._serve, args=(link, where), name="client",
+            threading.Thread(target=self._serve, args=(client,), name="client",
                              daemon=True).start()
 
-    def _refuse(self, conn: socket.socket, where: str, busy: str) -> None:
-        reply = (f"Error: subrun's power daemon serves one client at a time and {busy} is "
-                 "connected; try again when it has finished")
-        self.console.say(f"Refused client {where}: {busy} is connected")
+    def _refuse(self, client: Client, reason: str) -> None:
+        self.console.say(f"Refused client {client.where}: {reason}")
         with contextlib.suppress(OSError):
-            LineSocket(conn).send_line(reply)
-        conn.close()
+            client.link.send_line(f"Error: {reason}")
+        client.link.close()
 
-    def _serve(self, link: LineSocket, where: str) -> None:
-        self.console.say(f"Client connected: {where}")
+    def _serve(self, client: Client) -> None:
+        self.console.say(f"Client connected: {client.where}"
+                         f"{'' if client.authenticated else ' (must authenticate)'}")
         try:
             while not self._stopping.is_set():
-                line = link.recv_line()
-                if line is None:
+                line = self._next_line(client)
+                if line is None or not self._answer(client, line):
                     break
-                self._answer(link, line)
-        except OSError:
+        except (OSError, ConnectionError):
             pass
         finally:
-            link.close()
+            client.link.close()
             with self._lock:
-                if self._client is not None and self._client[0] is link:
-                    self._client = None
-            self.console.say(f"Client disconnected: {where}")
+                if client in self._clients:
+                    self._clients.remove(client)
+            if self.sessions.release(client):
+                self.console.say(f"Session released by {client.where}")
+            self.console.say(f"Client disconnected: {client.where}")
 
-    def _answer(self, link: LineSocket, line: str) -> None:
-        self.console.say(f"Command received from client: {line}")
+    def _next_line(self, client: Client) -> str | None:
+        """The client's next command, or None when it closed or was dropped for idling."""
+        while True:
+            allowed_s = self.options.idle_timeout_s if client.authenticated else min(
+                self.options.idle_timeout_s, AUTH_TIMEOUT_S)
+            deadline = time.monotonic() + allowed_s
+            try:
+                return client.link.recv_line(deadline)
+            except TimeoutError:
+                if self._measuring_for(client):
+                    continue  # waiting out a measurement it started is not idling
+                self._refuse(client, f"idle for {allowed_s:g} s; "
+                             "disconnected so that other clients are not locked out")
+                return None
+
+    def _measuring_for(self, client: Client) -> bool:
+        meter = self.meter
+        running = meter is not None and meter.measurement is not None \
+            and meter.measurement.running
+        return running and self.sessions.holds(client)
+
+    def _answer(self, client: Client, line: str) -> bool:
+        """Reply to one line; False when the connection is to be closed."""
+        command = Command.parse(line)
+        self.console.say(f"Command received from client: {_shown(line, command)}")
+        if command.name == access.AUTH:
+            return self._authenticate(client, ",".join(command.args))
+        if not client.authenticated:
+            self._refuse(client, "authentication required: send Auth,<token> first")
+            return False
+        if command.name in access.SESSION_COMMANDS:
+            holder = self.sessions.claim(client, client.where)
+            if holder is not None:
+                self._send(client, [f"Error: {holder} holds the measurement session; "
+                                    f"{command.name} is refused until it disconnects"])
+                return True
         meter = self.meter
         if meter is None:
-            return
-        replies = dispatch(meter, Command.parse(line), self.identity)
+            return False
+        self._send(client, dispatch(meter, command, self.identity))
+        return True
+
+    def _authenticate(self, client: Client, token: str) -> bool:
+        if client.authenticated and self.policy.token is None:
+            self._send(client, [access.AUTH_OK])  # a trusted peer: nothing to check
+            return True
+        reason = self.policy.authenticate(token)
+        if reason is not None:
+            self._refuse(client, f"authentication failed: {reason}")
+            return False
+        client.authenticated = True
+        self._send(client, [access.AUTH_OK])
+        return True
+
+    def _send(self, client: Client, replies: list[str]) -> None:
         for reply in replies:
-            link.send_line(reply)
+            client.link.send_line(reply)
         self.console.say(f"Response to client sent: {replies[0]}")
 
 
-def _hung_up(sock: socket.socket) -> bool:
-    """True when the peer has closed the connection (a pending EOF or a reset)."""
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
-def _listen(address: str, port: int) -> socket.socket:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((address, port))
-    except OSError as e:
-        listener.close()
-        raise PowerError(f"subrun's power daemon cannot listen on {address}:{port}: "
-                         f"{e.strerror}; is another daemon still running there?") from e
-    listener.listen(4)
-    listener.settimeout(0.2)
-    return listener
+def _shown(line: str, command: Command) -> str:
+    """The command as the console shows it: never the token, never a huge line whole."""
+    if command.name == access.AUTH:
+        return "Auth,<token>"
+    if len(line) > SHOWN_COMMAND_CHARS:
+        return f"{line[:SHOWN_COMMAND_CHARS]}... ({len(line)} characters)"
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,9 +58,10 @@ def measure_power(request: PowerRequest, workload: Workload, *, sut: Host,
             settings = PowerSettings(
                 analyzer=analyzer.name, address=endpoint.address, port=endpoint.port,
                 label=request.label, out_dir=request.out_dir, settle_s=request.settle_s,
-                interval_ms=request.interval_ms, short_ranging=request.short_ranging)
-            return run_power(settings, workload, console=endpoint.console,
-                             sample_log=endpoint.sample_log)
+                interval_ms=request.interval_ms, short_ranging=request.short_ranging,
+                token=endpoint.token)
+            return run_power(settings, workload, console=endpoint.copy_console,
+                             sample_log=endpoint.samples)
     finally:
         if daemon_host is not sut:
             daemon_host.close()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Protocol, TypeVar
 
 from power import protocol
 from power.instrument import (
@@ -34,6 +34,15 @@ T = TypeVar("T")
 
 IDLE_INTERVAL_MS = 1000
 UNCERTAINTY_LIMIT = 0.01  # the Power WG's 1 % limit per testing sample
+CONSOLE_LINE_MAX = 512  # a console line is cut here: a client's long line is not echoed whole
+
+
+class Stream(Protocol):
+    """Where console lines go: stdout, a StringIO, or a capped console file."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 def utc_now() -> datetime:
@@ -44,7 +53,7 @@ def utc_now() -> datetime:
 class Console:
     """Timestamped PTDaemon-style console lines on a stream, one flush per line."""
 
-    def __init__(self, stream: TextIO, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, stream: Stream, clock: Callable[[], datetime] = utc_now) -> None:
         self._stream = stream
         self._clock = clock
         self._lock = threading.Lock()
@@ -54,7 +63,9 @@ class Console:
         self.raw(protocol.console_line(self._clock(), message))
 
     def raw(self, line: str) -> None:
-        """Write one line as it is."""
+        """Write one line as it is (cut at CONSOLE_LINE_MAX characters)."""
+        if len(line) > CONSOLE_LINE_MAX:
+            line = f"{line[:CONSOLE_LINE_MAX]}... ({len(line)} characters)"
         with self._lock:
             self._stream.write(line + "\n")
             self._stream.flush()

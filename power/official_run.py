@@ -33,7 +33,7 @@ from power.powerdev import (
     PowerServer,
     ServerPlan,
     conf_path,
-    ptd_identity,
+    logged_identity,
     server_conf,
     start_power_server,
     stop_power_server,
@@ -127,4 +127,4 @@ def _serving(director: Host, plan: ServerPlan) -> PowerServer | None:
         return None
     sources = verify_checkout(director, plan.checkout, plan.python)
     return PowerServer(director, handle, plan, sources,
-                       ptd_identity(director.detached_log(handle)))
+                       logged_identity(director, handle))

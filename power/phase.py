@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Literal
 
 from lab.errors import PowerError, SubrunError
-from power import metric, protocol
+from power import metric
 from power.client import Identity, PtdClient
 from power.protocol import Sample
 
 PhaseName = Literal["ranging", "testing"]
 LOADGEN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt")
+KEEPALIVE_S = 20.0  # well under the daemon's idle timeout (60 s by default)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class WorkloadCall:
 
 
 Workload = Callable[[WorkloadCall], None]
-SampleLogReader = Callable[[], str]  # the text of the daemon's `-l` sample log
+# (mark, keep) -> the samples of the daemon's `-l` log with that mark which keep accepts
+SampleLogReader = Callable[[str, Callable[[Sample], bool]], list[Sample]]
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
     """
     client.set_range("V", plan.volts)
     client.set_range("A", plan.amps)
-    time.sleep(plan.settle_s)
+    settle(client, plan.settle_s)
     spl = plan.phase_dir / "spl.txt"
     monitor = SampleMonitor(client, spl, plan.mark, plan.poll_s)
     started = time.time()
@@ -138,6 +140,16 @@ def measure_phase(client: PtdClient, identity: Identity, plan: PhasePlan,
     return monitor.samples
 
 
+def settle(client: PtdClient, seconds: float) -> None:
+    """Wait before Go, reading the analyzer every KEEPALIVE_S: the daemon drops a client that
+    is silent without a measurement running, and a long settle is not idling."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, KEEPALIVE_S))
+        if deadline - time.monotonic() > 0:
+            client.command("Watts")
+
+
 def _run_workload(client: PtdClient, identity: Identity, plan: PhasePlan,
                   workload: Workload) -> None:
     plan.loadgen_dir.mkdir(parents=True, exist_ok=True)
@@ -158,18 +170,12 @@ def _salvage(monitor: SampleMonitor, sample_log: SampleLogReader | None) -> None
         monitor.fetch()
     if sample_log is None:
         return
+    last = monitor.samples[-1].time if monitor.samples else None
     try:
-        text = sample_log()
+        missed = sample_log(monitor.mark, lambda s: last is None or s.time > last)
     except SubrunError:
         return  # the daemon's host is unreachable too; keep what we have
-    last = monitor.samples[-1].time if monitor.samples else None
-    monitor.keep([s for s, mark in _marked(text)
-                  if mark == monitor.mark and (last is None or s.time > last)])
-
-
-def _marked(text: str) -> list[tuple[Sample, str | None]]:
-    parsed = (protocol.parse_sample_line(line) for line in text.splitlines())
-    return [p for p in parsed if p is not None]
+    monitor.keep(missed)
 
 
 def _failed(plan: PhasePlan, monitor: SampleMonitor, error: PowerError) -> PowerError:

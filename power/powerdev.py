@@ -135,6 +135,24 @@ def conf_path(director: Host, plan: ServerPlan) -> str:
     return str(PurePosixPath(director.work_dir) / "power" / plan.analyzer / "server.conf")
 
 
+IDENTIFY_CONTEXT_LINES = 20  # where the reply to Identify is looked for after the request
+
+
+def logged_identity(director: Host, handle: Detached) -> str:
+    """PTDaemon's Identify reply from the server's log, searched on the director: the log holds
+    every sample the server read, so it is never copied whole."""
+    lines: list[str] = []  # the lines that follow, whatever the output cap keeps of them
+
+    def take(line: str) -> None:
+        if len(lines) <= IDENTIFY_CONTEXT_LINES:
+            lines.append(line[:4096])
+
+    director.run(["grep", "-F", "-m", "1", "-A", str(IDENTIFY_CONTEXT_LINES),
+                  "is sending to ptd: 'Identify'", handle.log_path], check=False, timeout_s=60,
+                 on_output=take)
+    return ptd_identity("\n".join(lines))
+
+
 def ptd_identity(server_log: str) -> str:
     """PTDaemon's reply to Identify, as the server logged it."""
     lines = server_log.splitlines()
@@ -150,10 +168,8 @@ def ptd_identity(server_log: str) -> str:
 def stop_power_server(server: PowerServer, timeout_s: float = 40.0) -> None:
     """SIGINT the server (a graceful stop: ranges restored, PTDaemon stopped), then harder."""
     host, handle = server.host, server.handle
-    children = host.run(["ps", "-o", "pid=", "--ppid", str(handle.pid)], check=False,
-                        timeout_s=30).stdout.split()
-    for pid in children:  # the server itself; SIGINT to its wrapper would become SIGTERM
-        host.run(["kill", "-INT", pid], check=False, timeout_s=30)
+    # the server itself is the wrapper's child; SIGINT to its wrapper would become SIGTERM
+    host.stop_detached(handle, signal="INT", reach="children")
     if host.wait_detached(handle, timeout_s=timeout_s).running:
         host.stop_detached(handle)
         if host.wait_detached(handle, timeout_s=15).running:

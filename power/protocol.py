@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -146,11 +147,19 @@ class LineSocket:
         """Send text followed by CRLF."""
         self.sock.sendall(text.encode("ascii", errors="replace") + EOL)
 
-    def recv_line(self) -> str | None:
-        """The next line without its terminator, or None once the peer has closed."""
+    def recv_line(self, deadline: float | None = None) -> str | None:
+        """The next line without its terminator, or None once the peer has closed.
+
+        With a deadline (time.monotonic()), TimeoutError is raised when the whole line has not
+        arrived by then, however it trickles in; what did arrive is kept for the next call."""
         while b"\n" not in self._buffer:
             if len(self._buffer) > MAX_LINE_BYTES:
                 raise ConnectionError(f"line longer than {MAX_LINE_BYTES} bytes")
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("no complete line before the deadline")
+                self.sock.settimeout(remaining)
             chunk = self.sock.recv(4096)
             if not chunk:
                 return None

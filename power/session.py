@@ -22,7 +22,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from lab.errors import PowerError
+from lab.errors import PowerError, SubrunError
 from power import metric, protocol
 from power.client import Identity, PtdClient
 from power.phase import PhasePlan, SampleLogReader, Workload, measure_phase
@@ -31,6 +31,7 @@ from power.protocol import Ranges, Sample
 
 Label = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 AMPS_MARGIN = 1.1  # power-dev's testing current range: 1.1 x the ranging maximum
+ConsoleCopier = Callable[[Path], None]  # writes the daemon's console into a local file
 
 
 class PowerSettings(BaseModel):
@@ -48,6 +49,7 @@ class PowerSettings(BaseModel):
     poll_s: float = Field(default=1.0, gt=0)
     short_ranging: bool = False  # nightly tracking: a shorter ranging run
     timeout_s: float = Field(default=30.0, gt=0)
+    token: str | None = Field(default=None, repr=False)  # for a daemon beyond loopback
 
 
 class PowerResult(BaseModel):
@@ -79,17 +81,19 @@ class PowerResult(BaseModel):
 
 
 def run_power(settings: PowerSettings, workload: Workload,
-              console: Callable[[], str] | None = None,
+              console: ConsoleCopier | None = None,
               sample_log: SampleLogReader | None = None) -> PowerResult:
     """Ranging then testing under the analyzer; raises PowerError when a phase fails.
 
-    console reads the daemon's console (kept as power/ptd_logs.txt); sample_log reads its
-    `-l` log, from which samples are recovered if the daemon stops mid-phase.
+    console copies the daemon's console into a local file (its lines since the session began
+    are kept as power/ptd_logs.txt); sample_log reads the daemon's `-l` log, from which samples
+    are recovered if the daemon stops mid-phase.
     """
     started = datetime.now(UTC)
     session = f"{started:%Y-%m-%d_%H-%M-%S}_{settings.label}"
     out = settings.out_dir
-    client = PtdClient(settings.address, settings.port, settings.timeout_s)
+    client = PtdClient(settings.address, settings.port, settings.timeout_s,
+                       token=settings.token)
     identity = client.connect()
     try:
         initial = client.read_ranges()
@@ -169,19 +173,23 @@ def _result(settings: PowerSettings, session: str, identity: Identity,
 
 
 def _write_log(out: Path, session: str, identity: Identity, client: PtdClient,
-               console: Callable[[], str] | None, started: datetime) -> None:
+               console: ConsoleCopier | None, started: datetime) -> None:
     """power/subrun_session.json (exchanges with the daemon) and the daemon's console lines."""
     _merge_json(out, {"session": session, "identity": identity.reply,
                       "submittable": False, "started": started.isoformat(),
                       "ptd_messages": [{"cmd": c, "reply": r} for c, r in client.messages]})
     if console is None:
         return
+    whole = out / "power" / "ptd_console.tmp"
     try:
-        text = console()
-    except PowerError:
-        return
-    lines = [line for line in text.splitlines() if _stamped_after(line, started)]
-    (out / "power" / "ptd_logs.txt").write_text("\n".join(lines) + "\n")
+        console(whole)
+        with whole.open(errors="replace") as lines, \
+                (out / "power" / "ptd_logs.txt").open("w") as kept:
+            kept.writelines(line for line in lines if _stamped_after(line, started))
+    except (PowerError, SubrunError, OSError):
+        return  # the console is a record, not a result: the measurement stands without it
+    finally:
+        whole.unlink(missing_ok=True)
 
 
 def _stamped_after(line: str, started: datetime) -> bool:

@@ -28,16 +28,17 @@ from bench.store import RunStore
 from bench.target import RunTarget
 from lab.config import Inventory, Mount
 from lab.errors import PowerError, SubrunError
-from lab.host import Host
 from lab.transport import open_host
-from power import metric, protocol
+from power import metric
 from power.client import PtdClient
+from power.daemon_logs import SampleFilter
 from power.lock import analyzer_lock
 from power.measure import PowerRequest, find_analyzer, prepare
 from power.official_run import LOCK_WAIT_S
 from power.protocol import Sample
 
 LOADGEN_FILES = ("mlperf_log_detail.txt", "mlperf_log_summary.txt")
+MarkedSamples = Callable[[SampleFilter], list[Sample]]  # this run's samples the filter accepts
 EDGE_S = 2.0  # samples this close around a phase's LoadGen window go into its spl.txt
 
 
@@ -45,7 +46,7 @@ EDGE_S = 2.0  # samples this close around a phase's LoadGen window go into its s
 class TrackWrap:
     """Two LoadGen passes in one container; the phases' samples from the daemon's log."""
 
-    sample_log: Callable[[], str]
+    sample_log: MarkedSamples
     mark: str
     settle_s: float
     network: str = "none"
@@ -62,7 +63,10 @@ class TrackWrap:
         """The testing run's verdict with its power, and spl.txt of both phases stored."""
         folder = store.path(record.key, record.attempt)
         try:
-            samples = [s for s, mark in _parsed(self.sample_log()) if mark == self.mark]
+            windows = [_window(folder / phase) for phase in ("ranging", OUTPUT_DIR)]
+            edge = timedelta(seconds=EDGE_S)
+            samples = self.sample_log(lambda s: any(
+                w.power_begin - edge <= s.time <= w.power_end + edge for w in windows))
             metrics = place_phases(folder, samples, store, record, self.mark)
         except (SubrunError, OSError) as e:
             return verdict.model_copy(update={
@@ -84,7 +88,7 @@ def place_phases(folder: Path, samples: list[Sample], store: RunStore, record: R
     with tempfile.TemporaryDirectory(prefix="subrun-track-") as tmp:
         for phase, logs in (("ranging", folder / "ranging"), ("run_1", folder / OUTPUT_DIR)):
             detail = logs / LOADGEN_FILES[0]
-            window = metric.read_window(detail.read_text(), str(detail))
+            window = _window(logs)
             edge = timedelta(seconds=EDGE_S)
             inside = [s for s in samples
                       if window.power_begin - edge <= s.time <= window.power_end + edge]
@@ -135,7 +139,7 @@ def execute_track(target: RunTarget, planned: PlannedRun, store: RunStore, rules
 
 @contextlib.contextmanager
 def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str,
-               daemon_host_name: str, lock_dir: Path | None) -> Iterator[Callable[[], str]]:
+               daemon_host_name: str, lock_dir: Path | None) -> Iterator[MarkedSamples]:
     """Lock, daemon up and checked, auto ranges, busy load, Go; Stop and idle at the end."""
     host = target.host if target.host.name == daemon_host_name \
         else open_host(inventory.host(daemon_host_name))
@@ -147,7 +151,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                                        inventory=inventory)
             report.raise_for_failure(mark)
             assert endpoint is not None
-            with PtdClient(endpoint.address, endpoint.port) as client:
+            with PtdClient(endpoint.address, endpoint.port, token=endpoint.token) as client:
                 identity = client.connect()
                 client.set_range("V", "Auto")
                 client.set_range("A", "Auto")
@@ -158,7 +162,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                 client.go(1000, mark)
                 keep = False
                 try:
-                    yield lambda: _marked_lines(endpoint.host, endpoint.log_path, mark)
+                    yield lambda keep: endpoint.samples(mark, keep)
                 except TRANSIENT:
                     keep = True  # the run goes on in its container: keep measuring it
                     raise
@@ -173,13 +177,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
             host.close()
 
 
-def _marked_lines(host: Host, log_path: str, mark: str) -> str:
-    """The daemon's `-l` log lines of this run only (the log grows run after run)."""
-    return host.run(["grep", "-F", "--", f",Mark,{mark}", log_path], check=False,
-                    timeout_s=120).stdout
-
-
-def _parsed(text: str) -> list[tuple[Sample, str | None]]:
-    found = (protocol.parse_sample_line(line) for line in text.splitlines())
-    return [p for p in found if p is not None]
-
+def _window(logs: Path) -> metric.LoadgenWindow:
+    """LoadGen's power window of the phase whose logs are in the folder logs."""
+    detail = logs / LOADGEN_FILES[0]
+    return metric.read_window(detail.read_text(), str(detail))

@@ -5,9 +5,10 @@ attempt: performance (or power, whose testing run is the performance run), accur
 round's compliance tests for the model (closed and network divisions). Anything short of that is
 listed in the index with the reason, never half-written: a half result crashes the checker.
 
-The tree is built in a sibling staging folder and swapped in at the end, so a failed assembly
-leaves the previous tree as it was. The index (which run produced which folder) is written next
-to the tree, outside it, because the tree may hold nothing but what the checkers expect.
+The tree is built in a sibling staging folder and swapped in at the end in one step
+(submission.swap), so a failed or killed assembly leaves the previous tree as it was. The index
+(which run produced which folder) is written next to the tree, outside it, because the tree may
+hold nothing but what the checkers expect.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from bench.run import RunKind
 from lab.errors import ConfigError
-from submission import documents, place
+from submission import documents, place, swap
 from submission.index import PlacedResult, RunRef, SkippedResult, TreeIndex, write_index
 from submission.inputs import BenchmarkInput, StoredRun, SystemInput, latest_attempts
 from submission.layout import Layout, ResultKey, Style
@@ -49,6 +50,7 @@ def assemble(request: TreeRequest, runs: Iterable[StoredRun],
              benchmarks: Mapping[str, BenchmarkInput]) -> TreeIndex:
     """Write the submission tree for the latest passing attempt of each run; return its index."""
     staging = request.root.with_name(request.root.name + ".assembling")
+    swap.recover(request.root)
     shutil.rmtree(staging, ignore_errors=True)
     try:
         return _assemble(request, staging, runs, systems, benchmarks)
@@ -164,9 +166,7 @@ def _submitter_files(request: TreeRequest, layout: Layout, index: TreeIndex,
 def _finish(request: TreeRequest, index: TreeIndex, staging: Path) -> TreeIndex:
     if index.results:
         index.warnings += place.tidy(staging)
-        if request.root.exists():
-            shutil.rmtree(request.root)
-        staging.rename(request.root)
+        swap.swap_in(staging, request.root)  # the old tree, now at staging, is removed after
     else:
         index.warnings.append(f"no result had all its runs passing: {request.root} was not "
                               "written (an earlier tree there, if any, is left as it was)")

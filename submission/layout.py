@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from lab.names import path_part
+
 DIVISIONS = ("closed", "open", "network")
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server", "Interactive")
 SUMMARY = "mlperf_log_summary.txt"
@@ -48,6 +50,10 @@ class ResultKey:
     model: str
     scenario: str  # folder name, e.g. "Offline"
 
+    def __post_init__(self) -> None:
+        for what in ("system", "model", "scenario"):
+            path_part(getattr(self, what), what)
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -57,6 +63,10 @@ class Layout:
     division: str
     submitter: str
     style: Style = Style.V6
+
+    def __post_init__(self) -> None:
+        path_part(self.division, "division")
+        path_part(self.submitter, "submitter")
 
     @property
     def division_dir(self) -> Path:
@@ -75,11 +85,11 @@ class Layout:
 
     def system_json(self, system: str) -> Path:
         """systems/<system>.json, the system description the checker loads for results/<system>."""
-        return self.systems_dir / f"{system}.json"
+        return self.systems_dir / f"{path_part(system, 'system')}.json"
 
     def system_power_yaml(self, system: str) -> Path:
         """systems/<system>_power.yaml, the optional nameplate power file of v6.1."""
-        return self.systems_dir / f"{system}_power.yaml"
+        return self.systems_dir / f"{path_part(system, 'system')}_power.yaml"
 
     @property
     def src_dir(self) -> Path:
@@ -88,9 +98,10 @@ class Layout:
 
     def src_benchmark_dir(self, model: str, benchmark: str) -> Path:
         """Where a benchmark's build context goes (v5.1 wanted code/<model>/<implementation>)."""
+        benchmark = path_part(benchmark, "benchmark")
         if self.style is Style.V6:
             return self.src_dir / benchmark
-        return self.src_dir / model / benchmark
+        return self.src_dir / path_part(model, "model") / benchmark
 
     @property
     def calibration_md(self) -> Path:
@@ -109,7 +120,7 @@ class Layout:
 
     def system_results_dir(self, system: str) -> Path:
         """results/<system>."""
-        return self.results_dir / system
+        return self.results_dir / path_part(system, "system")
 
     def scenario_dir(self, key: ResultKey) -> Path:
         """results/<system>/<model>/<scenario>: performance and accuracy logs live here."""

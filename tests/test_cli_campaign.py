@@ -54,3 +54,24 @@ def test_status_before_any_run_is_all_pending(tmp_path: Path) -> None:
     result = invoke("status", str(path))
     assert result.exit_code == 0, result.output
     assert "0 done, 0 failed, 0 running, 4 pending" in result.output
+
+
+@pytest.mark.parametrize("content", ["", "{\"key\": \"trunc", "[]"])
+def test_status_reports_a_corrupt_run_record_naming_it(tmp_path: Path, content: str) -> None:
+    from bench.store import RunStore
+    from flows.context import load_context, resolve_campaign
+
+    path = tmp_path / "campaign.yaml"
+    path.write_text(f"inventory: {ROOT / 'hosts.yaml'}\noutput_dir: {tmp_path / 'out'}\n"
+                    "hosts: [{host: local, benchmarks: [{benchmark: digits, "
+                    "scenarios: [Offline]}]}]\n")
+    ctx = load_context(resolve_campaign(path, None))
+    record = RunStore(ctx.campaign.store_dir).start_attempt(ctx.plan.runs[0].spec)
+    broken = ctx.campaign.store_dir / record.key / "attempt-1" / "run.json"
+    broken.write_text(content)  # what a power cut under an older subrun could leave
+    result = invoke("status", str(path))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    flat = " ".join(result.output.split())
+    assert f"{broken}: the run record is empty or corrupt" in flat
+    assert "Move that attempt folder out of the store" in flat

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lab.errors import CommandFailed, CommandTimedOut
@@ -93,3 +95,42 @@ def test_detached_process_can_be_stopped(any_host: Host) -> None:
     status = any_host.wait_detached(handle, timeout_s=10)
     assert not status.running
     assert status.exit_status not in (None, 0)
+
+
+@pytest.mark.parametrize("stranger", ["other command", "same folder, started later"])
+def test_a_recorded_pid_now_of_another_process_is_never_signalled(any_host: Host,
+                                                                  stranger: str) -> None:
+    state = any_host.detached_dir("stale")
+    argv = ["sleep", "60"] if stranger == "other command" else ["sh", "-c", "sleep 60; :", state]
+    proc = subprocess.Popen(argv, start_new_session=True)  # took the pid of a crashed wrapper
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(proc.pid).cmdline() != argv:  # until its exec is done
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        any_host.makedirs(state)
+        any_host.run(["sh", "-c", 'echo "$1" > "$0/pid"; echo 1 > "$0/start"', state,
+                      str(proc.pid)])
+        handle = any_host.find_detached("stale")
+        assert handle is not None and handle.pid == proc.pid
+        assert any_host.poll_detached(handle).lost  # not running: that process is not ours
+        for reach in ("wrapper", "group", "children"):
+            assert any_host.stop_detached(handle, signal="KILL", reach=reach) is False
+        time.sleep(0.2)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_that_ignores_term_is_killed_with_its_whole_group(
+        any_host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import native
+
+    monkeypatch.setattr(native, "STOP_GRACE_S", 1.0)
+    script = f"trap '' TERM; sleep 60; : {any_host.work_dir}"
+    handle = any_host.start_detached(["sh", "-c", script], name="stubborn")
+    native._stop(any_host, handle)  # TERM is ignored, so KILL goes to the process group
+    assert not any_host.poll_detached(handle).running
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]

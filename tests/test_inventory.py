@@ -48,7 +48,7 @@ BROKEN = {
                                      "not under `analyzers:` (there are none)"),
     "bad host name": ("hosts:\n  - name: 'my host'\n    address: x\n", "hosts[0].name"),
     "unknown docker key": (GOOD_HOST + "    docker: {gpu: all}\n", "did you mean 'gpus'"),
-    "not a mapping": ("- just\n- a list\n", "valid dictionary"),
+    "not a mapping": ("- just\n- a list\n", "its top level is a list"),
 }
 
 

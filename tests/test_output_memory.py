@@ -7,44 +7,18 @@ transport and real SSH (lab host h2).
 from __future__ import annotations
 
 import hashlib
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
 from lab.errors import TransferFailed
 from lab.host import Host
 from lab.output import MIB
+from tests.support.memory import peak_growth
 
 pytestmark = pytest.mark.lab
 PRINTED = 256 * MIB
 MAX_GROWTH = 100 * MIB
-
-
-def peak_growth(action: Callable[[], object]) -> tuple[int, object]:
-    """How far this process's RSS rose above its start while action ran, and its result."""
-    me = psutil.Process()
-    start = me.memory_info().rss
-    peak = start
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, me.memory_info().rss)
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        result = action()
-    finally:
-        done.set()
-        sampler.join()
-    return max(peak, me.memory_info().rss) - start, result
 
 
 def test_huge_output_keeps_only_its_end(any_host: Host) -> None:
@@ -53,11 +27,11 @@ def test_huge_output_keeps_only_its_end(any_host: Host) -> None:
     growth, result = peak_growth(lambda: any_host.run(command, timeout_s=120))
     cap = any_host.output_cap_bytes
     assert growth < MAX_GROWTH, f"RSS grew by {growth / MIB:.0f} MiB"
-    assert result.truncated  # type: ignore[attr-defined]
-    assert len(result.stdout) == cap  # type: ignore[attr-defined]
-    assert result.stdout.endswith("\nthe-end\n")  # type: ignore[attr-defined]
-    assert result.stdout_dropped_bytes == PRINTED + len("\nthe-end\n") - cap  # type: ignore[attr-defined]
-    assert "output truncated" in result.tail(1)  # type: ignore[attr-defined]
+    assert result.truncated
+    assert len(result.stdout) == cap
+    assert result.stdout.endswith("\nthe-end\n")
+    assert result.stdout_dropped_bytes == PRINTED + len("\nthe-end\n") - cap
+    assert "output truncated" in result.tail(1)
 
 
 def test_large_file_is_copied_in_chunks(any_host: Host, tmp_path: Path) -> None:

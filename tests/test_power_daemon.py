@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from lab.errors import PowerError
 from power import protocol
 from power.client import PtdClient
 from power.daemon import Daemon, DaemonOptions, parse_args
@@ -119,23 +118,53 @@ def test_console_carries_the_lines_powerdevs_checks_look_for(daemon: Daemon) -> 
                text.splitlines())
 
 
-def test_second_client_is_refused_clearly(daemon: Daemon) -> None:
-    first = PtdClient("127.0.0.1", daemon.port)
-    first.connect()
-    with pytest.raises(PowerError, match="one client at a time"):
-        PtdClient("127.0.0.1", daemon.port).connect()
-    assert first.command("Hello") == protocol.HELLO  # the first one is undisturbed
-    first.close()
-    deadline = time.monotonic() + 5
-    while True:  # once the first has gone, the next is served
-        again = PtdClient("127.0.0.1", daemon.port)
-        try:
-            again.connect()
-            again.close()
-            break
-        except PowerError:
+def test_a_second_client_may_ask_but_not_measure_while_another_holds_the_session(
+        tmp_path: Path) -> None:
+    options = DaemonOptions(tmp_path / "ptd.log", 0, 49, "sim", idle_timeout_s=1.0)
+    with Daemon(options, stream=io.StringIO()) as daemon:
+        holder = PtdClient("127.0.0.1", daemon.port)
+        holder.connect()
+        holder.go(200, "held")  # the first state-changing command takes the session
+        other = PtdClient("127.0.0.1", daemon.port)
+        assert other.connect().model == "YokogawaWT310E"  # a second client is served
+        assert other.command("Watts").startswith("Watts,")  # and may ask
+        for command in ("Stop", "Go,1000,0,stolen", "SR,V,Auto", "RL", "Load,idle"):
+            reply = other.command(command)
+            assert reply.startswith("Error: 127.0.0.1:") and "holds the measurement session" \
+                in reply and f"{command.split(',')[0]} is refused" in reply, reply
+        time.sleep(1.5)  # past the idle timeout: waiting out its own measurement is not idling
+        assert len(holder.read_samples()) >= 3  # the samples were not taken by the other
+        # the other one, idle without a measurement of its own, was dropped meanwhile
+        assert other.command("Watts").startswith("Error: idle for 1 s")
+        holder.stop()
+        holder.close()  # leaving frees the session
+        third = PtdClient("127.0.0.1", daemon.port)
+        third.connect()
+        deadline = time.monotonic() + 5
+        while third.command("SR,V,Auto") != "Range V changed":
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        third.close()
+
+
+def test_an_idle_client_is_dropped_and_no_longer_locks_out_the_next(tmp_path: Path) -> None:
+    options = DaemonOptions(tmp_path / "ptd.log", 0, 49, "sim", idle_timeout_s=0.6)
+    with Daemon(options, stream=io.StringIO()) as daemon:
+        idle = Raw(daemon.port)
+        assert idle.ask("SR,V,Auto") == ["Range V changed"]  # holds the session, then idles
+        idle.link.sock.settimeout(5)
+        started = time.monotonic()
+        dropped = idle.link.recv_line()
+        assert dropped is not None and dropped.startswith("Error: idle for 0.6 s")
+        assert idle.link.recv_line() is None  # and the connection is closed
+        assert 0.5 < time.monotonic() - started < 3
+        second = PtdClient("127.0.0.1", daemon.port)
+        second.connect()
+        second.go(1000, "next")  # the session is free again
+        second.stop()
+        second.close()
+        console = daemon.console._stream.getvalue()  # type: ignore[attr-defined]
+        assert "Session released by 127.0.0.1:" in console
 
 
 def test_unplugged_analyzer_aborts_the_measurement_and_keeps_samples(

@@ -43,7 +43,9 @@ def settings_for(port: int, out_dir: Path, label: str = "t") -> PowerSettings:
 
 
 def test_ranging_then_testing_produces_the_checkers_folders(daemon: Daemon, tmp_path: Path) -> None:
-    console = daemon.console._stream.getvalue  # type: ignore[attr-defined]
+    def console(dest: Path) -> None:
+        dest.write_text(daemon.console._stream.getvalue())  # type: ignore[attr-defined]
+
     out = tmp_path / "performance"
     result = run_power(settings_for(daemon.port, out), loadgen_workload("Offline"), console)
 

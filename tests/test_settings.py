@@ -81,6 +81,12 @@ def test_malformed_keys_and_values_are_refused() -> None:
         user_conf({"Offline.target_qps": 1}, Mode.SHORT)
     with pytest.raises(ConfigError, match="needs a number"):
         user_conf({"*.Offline.target_qps": "fast"}, Mode.SHORT)
+    with pytest.raises(ConfigError, match=r"model\.scenario\.key"):  # `$` let this through
+        user_conf({"*.Offline.min_duration\n": 1}, Mode.SUBMISSION)
+    with pytest.raises(ConfigError, match="'min_duration' must be a whole number"):
+        user_conf({"*.Offline.min_duration": -1}, Mode.SHORT)  # LoadGen: 2^64-1 ms
+    with pytest.raises(ConfigError, match="did you mean 'target_qps'"):
+        user_conf({"*.Offline.target_qsp": 10}, Mode.SHORT)
 
 
 def test_short_mode_lowers_duration_and_counts_and_loadgen_runs_it(tmp_path: Path) -> None:

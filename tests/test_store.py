@@ -111,6 +111,6 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="not a run key"):
         store.path("../etc", 1)
     (store.path(spec.key, 1) / "run.json").write_text("{not json")
-    with pytest.raises(RunError, match="unreadable run record"):
+    with pytest.raises(RunError, match="run record is empty or corrupt"):
         store.latest(spec.key)
     assert RunStore(tmp_path / "empty").runs() == []
