@@ -73,10 +73,10 @@ class KnownHosts:
             return cls(Path(path))
         except OSError as e:
             raise AccessRefused(f"{path}: the known_hosts file cannot be read ({e.strerror}); "
-                               "fix `known_hosts:` in hosts.yaml or the file itself.") from e
+                                "fix `known_hosts:` in hosts.yaml or the file itself.") from e
         if len(data) > MAX_BYTES:
             raise AccessRefused(f"{path}: the known_hosts file is larger than {MAX_BYTES} bytes, "
-                               "which no real one is; fix `known_hosts:` in hosts.yaml.")
+                                "which no real one is; fix `known_hosts:` in hosts.yaml.")
         return cls.parse(Path(path), data.decode("utf-8", errors="replace"))
 
     @classmethod
