@@ -14,6 +14,7 @@ a host gone for the whole budget is given up.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -46,10 +47,9 @@ class Watchdog:
             answered = threading.Event()
 
             def ask(done: threading.Event = answered) -> None:
-                try:
-                    self._probe()
-                finally:
-                    done.set()
+                with contextlib.suppress(Exception):  # the link closed under the probe: the
+                    self._probe()  # watch ends, as `alive` reports next
+                done.set()
 
             threading.Thread(target=ask, name=self._thread.name + "-probe", daemon=True).start()
             if not answered.wait(self.deadline_s) and not self._stopped.is_set():

@@ -16,6 +16,7 @@ every later call fails at once.
 from __future__ import annotations
 
 import base64
+import contextlib
 import select
 import socket
 import stat
@@ -305,20 +306,25 @@ class SshHost(Host):
         except (OSError, EOFError, paramiko.SSHException) as e:
             self.outage.fault()
             raise self._lost(argv, "before the command could start") from e
-        feeder = _start_feeder(chan, stdin)
         out = OutputTail(self.output_cap_bytes, on_output)
         err = OutputTail(self.output_cap_bytes, on_output)
-        timed_out = _collect(chan, transport, started, timeout_s, (out, err))
-        if feeder is not None:
-            feeder.join(timeout=5)
+        try:  # the link may die at any step here: every paramiko fault is a lost command
+            feeder = _start_feeder(chan, stdin)
+            timed_out = _collect(chan, transport, started, timeout_s, (out, err))
+            if feeder is not None:
+                feeder.join(timeout=5)
+            status = -1 if timed_out or not chan.exit_status_ready() else chan.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
+            raise self._lost(argv, "while it was running") from e
+        finally:
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                chan.close()
         duration = time.monotonic() - started
         if timed_out:
-            chan.close()
             result = _result(self.name, argv, -1, (out, err), duration)
             raise CommandTimedOut(result, f"On host '{self.name}', `{result.command}` did not "
                                   f"finish within {timeout_s:g} s; subrun closed its channel.")
-        status = chan.recv_exit_status() if chan.exit_status_ready() else -1
-        chan.close()
         if status == -1 or not transport.is_active():
             self.outage.fault()
             raise self._lost(argv, f"after {duration:.1f} s, while it was running")
