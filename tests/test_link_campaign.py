@@ -99,12 +99,19 @@ def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
     store = RunStore(load_campaign(path).store_dir)
     went_down: list[float] = []
 
-    def outage() -> None:  # once the run's attempt is open: the machine is gone for 20 s
+    config = lab_inventory.host("h2")
+    direct = RunTarget(open_host(config), config, load_manifest("digits"), "", "",
+                       campaign=load_campaign(path).name)
+
+    def container_up() -> bool:
+        return any(r.state == "running" and remote.find(direct, r) is not None
+                   for r in store.runs())
+
+    def outage() -> None:  # once the run's container runs: the machine is gone for 20 s
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not any(r.state == "running"
-                                                      for r in store.runs()):
+        while time.monotonic() < deadline and not container_up():
             time.sleep(0.2)
-        time.sleep(1.0)
+        direct.host.close()
         proxies["h2"].down()
         went_down.append(time.monotonic())
         time.sleep(20)
