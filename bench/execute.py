@@ -2,11 +2,14 @@
 
 A finished run is never repeated: its key finds it in the run store. An attempt still marked
 running is reattached by its container label or native process name (after a dropped link or a
-controller crash) and collected, not started again. A connection fault leaves the attempt
-running and propagates, so the caller may retry, which reattaches. An INVALID run whose verdict
-proposes new settings is re-run as a new attempt, up to the campaign's bound. Every new attempt
-starts after the host's settle time, so one run's heat and caches do not flow into the next.
-Compliance tests are not re-run here: bench.settle decides which run of a set to repeat.
+controller crash) and collected, not started again. A command cut by a dropped link
+(ConnectionLost) is absorbed here: the next call reconnects (the host's outage budget bounds how
+long) and the attempt is reattached, so a flaky link costs time, never a run. A link that stays
+down past one reconnection window (LinkDown) or for the whole budget (HostUnreachable) leaves the
+attempt running and propagates: the caller may retry later, which reattaches. An INVALID run whose
+verdict proposes new settings is re-run as a new attempt, up to the campaign's bound. Every new
+attempt starts after the host's settle time, so one run's heat and caches do not flow into the
+next. Compliance tests are not re-run here: bench.settle decides which run of a set to repeat.
 """
 
 from __future__ import annotations
@@ -58,23 +61,34 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
             return latest
         spec = (store.standing(latest.key) or latest).spec
         latest = _new_attempt(target, spec, latest.key, store, rules, references, timeout_s)
+    cuts = 0
     while True:
-        if latest is None:
-            latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
-                                  references, timeout_s)
-        elif latest.state == "running":
-            latest = _reattach(target, latest, store, rules, references, timeout_s)
-        elif _passed(latest) or not _may_rerun(store, latest, options):
-            return latest
-        else:
-            latest = _new_attempt(target, _rerun_spec(latest), latest.key, store, rules,
-                                  references, timeout_s)
+        try:
+            if latest is None:
+                latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
+                                      references, timeout_s)
+            elif latest.state == "running":
+                latest = _reattach(target, latest, store, rules, references, timeout_s)
+            elif _passed(latest) or not _may_rerun(store, latest, options):
+                return latest
+            else:
+                latest = _new_attempt(target, _rerun_spec(latest), latest.key, store, rules,
+                                      references, timeout_s)
+        except ConnectionLost as e:  # the attempt stays running: reconnect and reattach
+            cuts += 1
+            if cuts > MAX_CUTS:
+                raise
+            log.warning("%s: %s Reattaching.", planned.label, e)
+            latest = store.latest(planned.spec.key)
 
 
 def _passed(record: RunRecord) -> bool:
     return record.state == "finished" and record.verdict is not None and record.verdict.passed
 
 
+# Cuts absorbed in one call: the host's outage budget bounds a link that stays down; this only
+# stops a step that is cut every time it runs from looping for ever (the caller retries later).
+MAX_CUTS = 100
 MAX_LOST_ATTEMPTS = 3  # attempts that never ran (killed before start) beyond max_reruns
 
 
@@ -145,7 +159,10 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
 
 def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: RoundRules,
               references: Mapping[RunKind, RunRecord] | None, timeout_s: float) -> RunRecord:
-    if record.files:  # collected before the controller stopped: judge what is stored
+    if record.files:  # collected before the controller or the link stopped: judge what is
+        left = remote.find(target, record)  # stored, once what is left on the target is gone
+        if left is not None:
+            remote.discard(target, left)
         return judge_collected(record, store, rules, references, target)
     handle = remote.find(target, record)
     if handle is None:

@@ -110,6 +110,12 @@ def run_command(campaign: CampaignArg = None,
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
     for failure in summary["failed"]:
         out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in summary.get("not_run_reasons", {}).items():
+        by_reason.setdefault(reason, []).append(label)
+    for reason, labels in by_reason.items():
+        out.print(f"[red]not run:[/] {shown(', '.join(labels))}: {shown(reason)}",
+                  highlight=False)
     if summary["tarball"]:
         out.print(f"Submission tree: {summary['tree']}\nTarball: {summary['tarball']}")
     else:

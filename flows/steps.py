@@ -5,9 +5,11 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from bench.assets import verify_assets
 from bench.cancel import cancel_running
@@ -23,7 +25,7 @@ from collectors.preflight import preflight as system_preflight
 from collectors.system_json import SystemDescription, write
 from flows.context import CampaignContext
 from lab.docker import Engine
-from lab.errors import ConfigError, ConnectError
+from lab.errors import ConfigError, ConnectError, ConnectionLost
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
@@ -43,6 +45,9 @@ from submission.sources import (
     tree_request,
 )
 from submission.tarball import Tarball, pack
+
+T = TypeVar("T")
+log = logging.getLogger("subrun.steps")
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,27 @@ def controller_engine(ctx: CampaignContext) -> Engine:
     return Engine(open_host(local), local.docker)
 
 
+MAX_CUTS = 20  # cuts one idempotent step absorbs; the host's outage budget bounds a long outage
+
+
+def through_cuts(step: Callable[[], T]) -> T:
+    """Call an idempotent step again when a dropped link cut one of its commands (the next
+    command reconnects, within the host's outage budget), instead of failing the task."""
+    for _ in range(MAX_CUTS):
+        try:
+            return step()
+        except ConnectionLost as e:
+            log.warning("%s Doing it again.", e)
+    return step()
+
+
 def provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult]:
     """Make every benchmark image the host needs present on it (unchanged ones cost nothing);
     a host without Docker gets each benchmark's native environment instead."""
+    return through_cuts(lambda: _provision_host(ctx, host))
+
+
+def _provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult]:
     config = ctx.inventory.host(host)
     benchmarks = next(h.benchmarks for h in ctx.campaign.hosts if h.host == host)
     if not config.docker.engine:
@@ -125,8 +148,9 @@ def describe(ctx: CampaignContext, host: str,
              images: Mapping[str, ProvisionResult]) -> SystemDescription:
     """The host's system description, with the software stack read from its images."""
     campaign = {"division": ctx.campaign.division, "submitter": ctx.submitter}
-    description = describe_host(ctx.host(host), ctx.inventory, host,
-                                 images=[r.image for r in images.values()], campaign=campaign)
+    description = through_cuts(lambda: describe_host(
+        ctx.host(host), ctx.inventory, host, images=[r.image for r in images.values()],
+        campaign=campaign))
     write(description, ctx.campaign.output_dir / ctx.campaign.name / "systems", system_id=host)
     return description
 
@@ -141,6 +165,7 @@ def run(ctx: CampaignContext, planned: PlannedRun,
         images: Mapping[str, ProvisionResult]) -> RunRecord:
     """Execute one planned run on its host (a power run under the analyzer's lock)."""
     spec = planned.spec
+    ctx.host(spec.host).ensure_reachable()  # a host given up: its runs are not run
     image = images[spec.benchmark]
     target = RunTarget(ctx.host(spec.host), ctx.inventory.host(spec.host),
                        ctx.manifests[spec.benchmark], image.image, image.image_id,

@@ -1,9 +1,11 @@
 """The `submission` flow: pre-flight, provision, describe, runs, assemble, check, report.
 
-Hosts work in parallel; each host runs one run at a time, in plan order. Only transient faults
-(a dropped link, an unreachable host, a timeout) are retried, and a retry of a run reattaches to
-its container rather than starting it again. A finished run is never repeated: the run store
-knows it by key, so a killed campaign started again continues where it stopped.
+Hosts work in parallel; each host runs one run at a time, in plan order. Only transient faults (a
+dropped link, an unreachable host, a timeout) are retried, and a retry of a run reattaches to its
+container rather than starting it again. A link that stays down is retried for as long as its
+host's outage budget allows (minutes, not a count of retries); a host given up is said so, its
+remaining runs are not run, and the other hosts finish. A finished run is never repeated: the run
+store knows it by key, so a killed campaign started again continues where it stopped.
 
 States tell the truth, because automations and dashboards key on them: a run whose verdict is
 not passed is a Failed task run (its outcome stays in the store and the report), and the flow
@@ -31,20 +33,26 @@ from flows.plan_view import analyzer_notes, plan_markdown
 from flows.progress import CampaignProgress
 from flows.slots import held, slot_names
 from flows.states import campaign_state, run_state
-from lab.errors import CommandTimedOut, ConnectError, ConnectionLost
+from lab.errors import HostUnreachable, LinkDown, is_transient
 from submission.history import plot_trends, record
 
-TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
+RETRIES = 2  # for a transient fault other than a link that is down (e.g. a command timed out)
+LINK_RETRIES = 200  # a cap only: a link that is down is bounded by its host's outage budget
 
 
 def transient_only(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a task only when it failed on a transient fault, never on a wrong result."""
+    """Retry a task only when it failed on a transient fault, never on a wrong result: a link
+    still down as long as the host's outage budget allows (HostUnreachable, once it is spent,
+    is final), any other transient fault twice."""
     # a verdict is data (a Failed state holding a RunOutcome), never an exception: no retry
-    return isinstance(state.result(raise_on_failure=False), TRANSIENT)
+    fault = state.result(raise_on_failure=False)
+    if isinstance(fault, LinkDown):
+        return True
+    return is_transient(fault) and task_run.run_count <= RETRIES
 
 
-RETRY = {"retries": 2, "retry_delay_seconds": [5, 20], "retry_condition_fn": transient_only,
-         "cache_policy": NO_CACHE}
+RETRY = {"retries": LINK_RETRIES, "retry_delay_seconds": [5, 20],
+         "retry_condition_fn": transient_only, "cache_policy": NO_CACHE}
 
 
 @task(name="pre-flight", cache_policy=NO_CACHE)
@@ -76,7 +84,12 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
         busy = steps.analyzer_busy(ctx, planned)
         if busy:
             waiting(busy)
-        result = steps.outcome(steps.run(ctx, planned, images))
+        try:
+            result = steps.outcome(steps.run(ctx, planned, images))
+        except HostUnreachable as e:  # final: said once per run, the other hosts go on
+            logger.warning("%s: not run: %s", planned.label, e)
+            progress.finished(planned.label, "not run")
+            raise
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
@@ -129,11 +142,13 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
     hosts = ctx.plan.hosts()
+    given_up: dict[str, str] = {}  # host -> why it was given up before its runs
     provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
-    images = {h: f.result() for h, f in provisioned.items()}
+    images = _reachable(provisioned, given_up)
     steps.bind_images(ctx, images, loadgen)
-    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in hosts}
-    descriptions = {h: f.result() for h, f in described.items()}
+    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images}
+    descriptions = _reachable(described, given_up)
+    hosts = [h for h in hosts if h not in given_up]
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
@@ -153,6 +168,10 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
     ended = [p for p, f in zip(submitted, futures, strict=True)
              if isinstance(f.state.result(raise_on_failure=False), steps.RunOutcome)]
     outcomes = [o for o in (steps.final_outcome(ctx, p) for p in ended) if o is not None]
+    finished = {p.label for p in ended}
+    not_run = {p.label: str(f.state.result(raise_on_failure=False))
+               for p, f in zip(submitted, futures, strict=True) if p.label not in finished}
+    not_run |= {p.label: why for h, why in given_up.items() for p in ctx.plan.for_host(h)}
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
     index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]
@@ -168,13 +187,27 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
         "campaign": ctx.campaign.name, "runs": len(ctx.plan.runs),
         "passed": sum(o.passed for o in outcomes),
         "failed": [f"{o.label}: {o.reason}" for o in outcomes if not o.passed],
-        "not_run": len(futures) - len(outcomes),
+        "not_run": len(ctx.plan.runs) - len(outcomes), "not_run_reasons": not_run,
         "tree": str(ctx.campaign.tree_dir), "report": report.html_path,
         "precheck": checks.summary(), "tarball": tarball.path if tarball else None,
     }
     logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
                 summary["passed"], summary["runs"], summary["tree"], summary["report"])
     return summary
+
+
+def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
+               ) -> dict[str, Any]:
+    """The results of per-host tasks; a host given up (its outage budget spent) is noted in
+    given_up instead, so the campaign goes on with the others. Any other failure is raised."""
+    results = {}
+    for host, future in futures.items():
+        try:
+            results[host] = future.result()
+        except HostUnreachable as e:
+            get_run_logger().warning("host %s given up: %s", host, e)
+            given_up[host] = str(e)
+    return results
 
 
 def _track(ctx: CampaignContext) -> None:

@@ -139,6 +139,10 @@ class HostConfig(Strict):
     # idle seconds before every run: one run's heat and caches stay out of the next
     # (the mobile rules' 5-minute cool-down is settle_s: 300)
     settle_s: float = Field(default=3.0, ge=0, le=3600, strict=True, allow_inf_nan=False)
+    # how long one outage of an SSH link may last (reconnecting and reattaching the whole
+    # time) before the host is given up for the campaign; its other hosts carry on
+    outage_budget_s: float = Field(default=180.0, gt=0, le=86400, strict=True,
+                                   allow_inf_nan=False)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
     limits: Limits = Field(default_factory=Limits)

@@ -25,9 +25,25 @@ class ConfigError(SubrunError):
 
 
 class ConnectError(SubrunError):
-    """A host could not be reached, or refused us (address, key, host key)."""
+    """A host could not be reached, or refused us (address, key, host key). Reaching it again
+    later may work, unless it is one of the final kinds below."""
 
     exit_code = 3
+
+
+class AccessRefused(ConnectError):
+    """The host answered but refused us, or we refused it (host key, user key, unknown name):
+    final, since trying again cannot change a key."""
+
+
+class LinkDown(ConnectError):
+    """A link that was up dropped and did not come back within one reconnection window; the
+    host's outage budget is not spent yet, so trying again later is worth it."""
+
+
+class HostUnreachable(ConnectError):
+    """A host stayed unreachable for its whole outage budget (`outage_budget_s` in hosts.yaml):
+    final for this campaign, whose other hosts carry on."""
 
 
 class ConnectionLost(SubrunError):
@@ -73,6 +89,16 @@ class TransferFailed(SubrunError):
 class CollectionRefused(RunError):
     """A run's output on its target is malformed or hostile (a path leaving the run's folder,
     a symlink, too many or too large files): the run failed for good and is never retried."""
+
+
+FINAL = (AccessRefused, HostUnreachable)
+TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
+
+
+def is_transient(fault: BaseException | None) -> bool:
+    """Whether trying again later may succeed: a dropped or unreachable link, a command that
+    ran out of time; never a refused key, a spent outage budget, or a wrong result."""
+    return isinstance(fault, TRANSIENT) and not isinstance(fault, FINAL)
 
 
 def _describe_failure(result: CommandResult) -> str:

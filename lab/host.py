@@ -123,6 +123,9 @@ class Host(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, local transport has nothing to close
         """Release the connection, if any."""
 
+    def ensure_reachable(self) -> None:  # noqa: B027 - optional hook, a local host is always up
+        """Raise HostUnreachable when the host was given up (its outage budget spent)."""
+
     def __enter__(self) -> Host:
         return self
 

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.errors import ConnectError
+from lab.errors import AccessRefused
 
 REVOKED, CERT_AUTHORITY = "@revoked", "@cert-authority"
 MARKERS = (REVOKED, CERT_AUTHORITY)
@@ -65,18 +65,18 @@ class KnownHosts:
 
     @classmethod
     def read(cls, path: Path) -> KnownHosts:
-        """Parse path; an absent file is an empty one, an unreadable one a ConnectError."""
+        """Parse path; an absent file is an empty one, an unreadable one a final AccessRefused."""
         try:
             with Path(path).open("rb") as f:
                 data = f.read(MAX_BYTES + 1)
         except FileNotFoundError:
             return cls(Path(path))
         except OSError as e:
-            raise ConnectError(f"{path}: the known_hosts file cannot be read ({e.strerror}); "
-                               "fix `known_hosts:` in hosts.yaml or the file itself.") from e
+            raise AccessRefused(f"{path}: the known_hosts file cannot be read ({e.strerror}); "
+                                "fix `known_hosts:` in hosts.yaml or the file itself.") from e
         if len(data) > MAX_BYTES:
-            raise ConnectError(f"{path}: the known_hosts file is larger than {MAX_BYTES} bytes, "
-                               "which no real one is; fix `known_hosts:` in hosts.yaml.")
+            raise AccessRefused(f"{path}: the known_hosts file is larger than {MAX_BYTES} bytes, "
+                                "which no real one is; fix `known_hosts:` in hosts.yaml.")
         return cls.parse(Path(path), data.decode("utf-8", errors="replace"))
 
     @classmethod

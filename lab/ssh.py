@@ -2,13 +2,21 @@
 
 Host keys are always verified against a known_hosts file (read, and appended to, by
 lab.known_hosts); an unknown key is accepted only when the host entry opts in to
-trust-on-first-use. A dropped link is re-established with backoff on the
-next call, but a command cut off by the drop is reported, never silently run again.
+trust-on-first-use. A command cut off by a drop is reported (ConnectionLost), never silently run
+again. A link that stops answering (a silent partition) is declared dead by a watchdog within
+about 15 s instead of hanging each command to its timeout.
+
+A host never reached fails fast: that is a wrong address or a machine that is off. Once reached,
+a dropped link is re-established with backoff; one call keeps trying for a reconnection window
+(LinkDown after it, for the caller to retry later), and the whole outage, however many calls it
+cuts, may last the host's `outage_budget_s`. Then the host is given up (HostUnreachable) and
+every later call fails at once.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import select
 import socket
 import stat
@@ -21,21 +29,28 @@ from typing import Any
 
 import paramiko
 
+from lab import liveness
 from lab.config import HostConfig
 from lab.errors import (
+    AccessRefused,
     CommandFailed,
     CommandTimedOut,
     ConfigError,
     ConnectError,
     ConnectionLost,
+    HostUnreachable,
+    LinkDown,
     TransferFailed,
 )
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
 from lab.known_hosts import KnownHosts, KnownKey, append_key, host_entry
+from lab.liveness import Outage, Watchdog
 from lab.names import host_name
 from lab.output import CHUNK_BYTES, OutputTail
 
-RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0)  # first contact: a host never reached fails fast
+BACKOFF_MAX_S = 8.0  # between reconnection attempts to a host reached before
+RECONNECT_WINDOW_S = 30.0  # one call's reconnection attempts (at most a third of the budget)
 CONNECT_TIMEOUT_S = 10.0
 USER_SSH_CONFIG = Path("~/.ssh/config").expanduser()
 
@@ -80,6 +95,10 @@ class SshHost(Host):
         self.config = config
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
+        self._watchdog: Watchdog | None = None
+        self._silent = False  # the watchdog closed the last link: it had stopped answering
+        self._reached = False  # connected once: later drops are outages, not wrong addresses
+        self.outage = Outage(config.outage_budget_s)
 
     # --- connection ---------------------------------------------------------------------
 
@@ -89,30 +108,101 @@ class SshHost(Host):
             if self._client is not None:
                 transport = self._client.get_transport()
                 if transport is not None and transport.is_active():
+                    self.outage.recovered()
                     return transport
-                self._client.close()
-                self._client = None
-            last: Exception | None = None
-            for delay in (0.0, *RECONNECT_DELAYS_S):
-                time.sleep(delay)
-                try:
-                    self._client = self._open()
-                    transport = self._client.get_transport()
-                    assert transport is not None
-                    transport.set_keepalive(15)
-                    return transport
-                except (OSError, EOFError, paramiko.SSHException) as e:
-                    if _is_final(e):
-                        raise self._translate(e) from e
-                    last = e
-            assert last is not None
-            raise self._translate(last) from last
+                self._forget_client()
+                self.outage.fault()
+            if self.outage.spent():
+                raise self._unreachable(None)
+            return self._reconnect() if self._reached else self._first_contact()
+
+    def _first_contact(self) -> paramiko.Transport:
+        last: Exception | None = None
+        for delay in (0.0, *RECONNECT_DELAYS_S):
+            time.sleep(delay)
+            try:
+                return self._connected()
+            except (OSError, EOFError, paramiko.SSHException) as e:
+                if _is_final(e):
+                    raise self._translate(e) from e
+                last = e
+        assert last is not None
+        raise self._translate(last) from last
+
+    def _reconnect(self) -> paramiko.Transport:
+        """Reconnect a link that was up, with backoff, within one window and the budget."""
+        window_s = min(RECONNECT_WINDOW_S, self.outage.budget_s / 3)
+        ends = time.monotonic() + window_s
+        delay, last = 0.0, None
+        while True:
+            time.sleep(min(delay, self.outage.remaining_s, max(0.0, ends - time.monotonic())))
+            try:
+                return self._connected()
+            except (OSError, EOFError, paramiko.SSHException) as e:
+                if _is_final(e):
+                    raise self._translate(e) from e
+                last = e
+                self.outage.fault()  # also after close(): a failed reconnection is an outage
+            if self.outage.spent():
+                raise self._unreachable(last) from last
+            if time.monotonic() >= ends:
+                raise LinkDown(
+                    f"The link to host '{self.name}' dropped {self.outage.elapsed_s:.0f} s ago "
+                    f"and did not come back within {window_s:.0f} s ({last or 'no answer'}). "
+                    "subrun tries again later, for as long as the host's outage budget allows "
+                    f"({self.outage.budget_s:g} s: `outage_budget_s` in hosts.yaml)."
+                ) from last
+            delay = min(BACKOFF_MAX_S, max(0.5, delay * 2))
+
+    def _connected(self) -> paramiko.Transport:
+        """Open a connection, start its watchdog, and end any outage."""
+        self._client = self._open()
+        transport = self._client.get_transport()
+        assert transport is not None
+        transport.set_keepalive(15)
+        self._silent = False
+        self._watchdog = Watchdog(
+            lambda: transport.global_request("keepalive@openssh.com", wait=True),
+            transport.is_active, lambda: self._declare_dead(transport), name=self.name,
+            interval_s=liveness.PROBE_INTERVAL_S, deadline_s=liveness.ANSWER_DEADLINE_S).start()
+        self._reached = True
+        self.outage.recovered()
+        return transport
+
+    def _declare_dead(self, transport: paramiko.Transport) -> None:
+        """The link stopped answering: close it, so every call waiting on it fails now."""
+        self._silent = True
+        self.outage.fault()
+        transport.close()
+
+    def _forget_client(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _unreachable(self, last: Exception | None) -> HostUnreachable:
+        t = resolve_target(self.config)
+        why = f" (last error: {last})" if last else ""
+        return HostUnreachable(
+            f"Host '{self.name}' ({t.address}:{t.port}) has been unreachable for "
+            f"{self.outage.elapsed_s:.0f} s, its whole outage budget (`outage_budget_s: "
+            f"{self.outage.budget_s:g}` in hosts.yaml){why}, so subrun gives it up for this "
+            "campaign: its remaining runs are not run, and an attempt in flight stays recorded "
+            "running, to be reattached when the campaign is started again. The other hosts "
+            "carry on. Check the machine and its network, or raise outage_budget_s for a link "
+            "known to drop for longer."
+        )
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            self._forget_client()
+
+    def ensure_reachable(self) -> None:
+        if self.outage.spent():
+            raise self._unreachable(None)
 
     def drop_connection(self) -> None:
         """Cut the link abruptly, as a network fault would (used by fault-injection tests)."""
@@ -153,14 +243,14 @@ class SshHost(Host):
         if isinstance(e, _RevokedKey | paramiko.BadHostKeyException) and (
                 revoked := KnownHosts.read(t.known_hosts).revoked(e.key.get_name(),
                                                                   e.key.get_base64())):
-            return ConnectError(
+            return AccessRefused(
                 f"The host key of {where} ({e.key.get_name()} {e.key.fingerprint}) is revoked "
                 f"by {t.known_hosts}:{revoked.line}, so subrun refuses to connect. Ask the "
                 "machine's owner for its new key; if the revocation is a mistake, remove that "
                 "line."
             )
         if isinstance(e, paramiko.BadHostKeyException):
-            return ConnectError(
+            return AccessRefused(
                 f"The host key of {where} has CHANGED: it offered {e.key.get_name()} "
                 f"{e.key.fingerprint}, but {t.known_hosts} records {e.expected_key.fingerprint}. "
                 "This is what a reinstalled machine or an interception looks like, so subrun "
@@ -174,7 +264,7 @@ class SshHost(Host):
                         "(paramiko) cannot verify." for k in known.host_keys(hosts_entry)
                         if _pkey(k) is None]
             notes = " ".join([*unusable, known.notes(hosts_entry)]).strip()
-            return ConnectError(
+            return AccessRefused(
                 f"The host key of {where} is not in {t.known_hosts}, so subrun cannot verify it "
                 "and refuses to connect. Check the key's fingerprint with the machine's owner, "
                 f"then add it with `ssh-keyscan -p {t.port} {t.address} >> {t.known_hosts}`, or "
@@ -183,12 +273,12 @@ class SshHost(Host):
             )
         if isinstance(e, paramiko.AuthenticationException):
             key = f"the key {t.key}" if t.key else "the agent's and default keys"
-            return ConnectError(
+            return AccessRefused(
                 f"{where} rejected {key} for user '{t.user}'. Check the `key:` and `user:` of "
                 f"host '{self.name}' in hosts.yaml and that the public key is in the target's "
                 "~/.ssh/authorized_keys."
             )
-        return ConnectError(
+        return (AccessRefused if isinstance(e, socket.gaierror) else ConnectError)(
             f"Cannot reach {where}: {e or type(e).__name__}. Check that the machine is up, that "
             f"sshd listens on port {t.port}, and the `address:`/`port:` in hosts.yaml; run "
             "`subrun hosts check` to test every host."
@@ -214,22 +304,29 @@ class SshHost(Host):
             chan = transport.open_session(timeout=CONNECT_TIMEOUT_S)
             chan.exec_command(_command_line(argv, env, cwd))
         except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
             raise self._lost(argv, "before the command could start") from e
-        feeder = _start_feeder(chan, stdin)
         out = OutputTail(self.output_cap_bytes, on_output)
         err = OutputTail(self.output_cap_bytes, on_output)
-        timed_out = _collect(chan, transport, started, timeout_s, (out, err))
-        if feeder is not None:
-            feeder.join(timeout=5)
+        try:  # the link may die at any step here: every paramiko fault is a lost command
+            feeder = _start_feeder(chan, stdin)
+            timed_out = _collect(chan, transport, started, timeout_s, (out, err))
+            if feeder is not None:
+                feeder.join(timeout=5)
+            status = -1 if timed_out or not chan.exit_status_ready() else chan.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
+            raise self._lost(argv, "while it was running") from e
+        finally:
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                chan.close()
         duration = time.monotonic() - started
         if timed_out:
-            chan.close()
             result = _result(self.name, argv, -1, (out, err), duration)
             raise CommandTimedOut(result, f"On host '{self.name}', `{result.command}` did not "
                                   f"finish within {timeout_s:g} s; subrun closed its channel.")
-        status = chan.recv_exit_status() if chan.exit_status_ready() else -1
-        chan.close()
         if status == -1 or not transport.is_active():
+            self.outage.fault()
             raise self._lost(argv, f"after {duration:.1f} s, while it was running")
         result = _result(self.name, argv, status, (out, err), duration)
         if check and not result.ok:
@@ -241,9 +338,12 @@ class SshHost(Host):
         try:
             with self._sftp() as sftp:
                 sftp.put(str(local_path), remote_path)
-        except OSError as e:
-            raise ConnectError(f"Copying {local_path} to {self.name}:{remote_path} failed: "
-                               f"{e}.") from e
+        except (FileNotFoundError, PermissionError) as e:
+            raise TransferFailed(f"Copying {local_path} to {self.name}:{remote_path} failed: "
+                                 f"{e.strerror or e}.") from e
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            self.outage.fault()
+            raise self._lost(("put", str(local_path), remote_path), "while copying a file") from e
 
     def get(self, remote_path: str, local_path: Path, *, max_bytes: int | None = None) -> int:
         where = f"{self.name}:{remote_path}"
@@ -262,7 +362,8 @@ class SshHost(Host):
         except (FileNotFoundError, PermissionError) as e:
             raise TransferFailed(f"{where} cannot be copied: {e.strerror or e}.") from e
         except (OSError, EOFError, paramiko.SSHException) as e:
-            raise ConnectError(f"Copying {where} to {local_path} failed: {e}.") from e
+            self.outage.fault()
+            raise self._lost(("get", remote_path, str(local_path)), "while copying a file") from e
 
     def _sftp(self) -> paramiko.SFTPClient:
         sftp = paramiko.SFTPClient.from_transport(self.connect())
@@ -272,8 +373,11 @@ class SshHost(Host):
     def _lost(self, argv: tuple[str, ...], when: str) -> ConnectionLost:
         import shlex
 
+        silent = (f" (it had stopped answering for {liveness.ANSWER_DEADLINE_S:g} s)"
+                  if self._silent else "")
         return ConnectionLost(
-            f"The connection to host '{self.name}' dropped {when}: `{shlex.join(argv)}`. It may "
+            f"The connection to host '{self.name}' dropped{silent} {when}: "
+            f"`{shlex.join(argv)}`. It may "
             "or may not have completed on the target, so subrun does not run it again; the next "
             "command reconnects.",
             host=self.name,
@@ -410,9 +514,9 @@ class _FirstContact(paramiko.MissingHostKeyPolicy):
         try:
             other = append_key(self.known.path, hostname, key.get_name(), key.get_base64())
         except OSError as e:  # final: no retry can make the file writable
-            raise ConnectError(f"Cannot record the host key of {hostname} in {self.known.path} "
-                               f"({e.strerror}); make the file writable, or record the key "
-                               "yourself with ssh-keyscan.") from e
+            raise AccessRefused(f"Cannot record the host key of {hostname} in "
+                                f"{self.known.path} ({e.strerror}); make the file writable, "
+                                "or record the key yourself with ssh-keyscan.") from e
         if other is not None and (expected := _pkey(other)) is not None:
             raise paramiko.BadHostKeyException(hostname, key, expected)
 

@@ -26,7 +26,6 @@ from bench.run import RunKind, Scenario
 from bench.store import RunStore
 from bench.target import RunTarget, remote_run_dir, run_id
 from lab.config import Inventory
-from lab.errors import ConnectionLost
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
 from tests.support.targets import provisioned_target
@@ -135,10 +134,7 @@ def test_dropped_link_mid_run_is_collected_once_after_reconnect(
         if proc.pid not in SESSIONS_BEFORE:
             os.kill(proc.pid, signal.SIGKILL)  # the server side of our link dies
     thread.join(timeout=120)
-    if "error" in outcome:  # the drop hit a command in flight: the caller retries
-        assert isinstance(outcome["error"], ConnectionLost), outcome["error"]
-        assert store.latest(run.spec.key).state == "running"  # type: ignore[union-attr]
-        execute(target, run, store, RULES)
+    assert "error" not in outcome, outcome  # the cut command was absorbed: reattached
     record = store.latest(run.spec.key)
     assert record is not None and record.state == "finished" and record.verdict
     assert record.verdict.passed

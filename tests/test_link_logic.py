@@ -1,0 +1,96 @@
+"""Pure logic of a flaky link: the outage clock, the watchdog, and which faults are retried."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from prefect.states import Failed
+
+from flows.submission import RETRIES, transient_only
+from lab.errors import (
+    AccessRefused,
+    CommandTimedOut,
+    ConnectError,
+    ConnectionLost,
+    HostUnreachable,
+    LinkDown,
+    RunError,
+    is_transient,
+)
+from lab.host import CommandResult
+from lab.liveness import Outage, Watchdog
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_outage_is_counted_once_however_many_faults_it_has() -> None:
+    clock = Clock()
+    outage = Outage(60, clock)
+    outage.fault()
+    clock.now += 20
+    outage.fault()  # a second command cut by the same outage: still the same outage
+    clock.now += 20
+    assert outage.elapsed_s == 40 and outage.remaining_s == 20 and not outage.spent()
+    outage.recovered()
+    clock.now += 100
+    outage.fault()  # a new outage starts from zero
+    clock.now += 59
+    assert not outage.spent()
+    clock.now += 1
+    assert outage.spent()
+    outage.recovered()
+    assert outage.spent()  # given up stays given up
+
+
+def test_watchdog_declares_a_silent_link_dead_within_interval_plus_deadline() -> None:
+    dead = threading.Event()
+    silent = threading.Event()
+    started = time.monotonic()
+    dog = Watchdog(lambda: silent.wait(), lambda: not dead.is_set(), dead.set,
+                   interval_s=0.1, deadline_s=0.3).start()
+    assert dead.wait(2)
+    assert time.monotonic() - started < 1.0
+    dog.stop()
+    silent.set()
+
+
+def test_watchdog_leaves_an_answering_link_alone() -> None:
+    dead = threading.Event()
+    dog = Watchdog(lambda: None, lambda: True, dead.set, interval_s=0.05, deadline_s=0.2).start()
+    assert not dead.wait(0.6)
+    dog.stop()
+
+
+def result() -> CommandResult:
+    return CommandResult("h2", ("docker", "wait"), -1, "", "", 1.0)
+
+
+def retried(fault: BaseException | Any, run_count: int = 1) -> bool:
+    return transient_only(None, SimpleNamespace(run_count=run_count), Failed(data=fault))
+
+
+def test_faults_are_classified_by_type() -> None:
+    lost = ConnectionLost("cut", host="h2", argv=("true",))
+    assert is_transient(lost) and is_transient(ConnectError("down"))
+    assert is_transient(CommandTimedOut(result()))
+    for final in (AccessRefused("key changed"), HostUnreachable("budget spent"),
+                  RunError("failed"), None):
+        assert not is_transient(final)
+
+
+def test_a_link_down_is_retried_until_the_budget_ends_it_other_faults_twice() -> None:
+    assert retried(LinkDown("down 30 s"), run_count=50)  # the outage budget bounds it
+    assert not retried(HostUnreachable("budget spent"))
+    assert not retried(AccessRefused("key changed"))
+    lost = ConnectionLost("cut", host="h2", argv=("true",))
+    assert retried(lost, run_count=RETRIES) and not retried(lost, run_count=RETRIES + 1)
+    assert not retried("a verdict is data, not a fault")
