@@ -21,7 +21,7 @@ from bench.target import RunHandle, RunTarget
 from lab.errors import SubrunError
 
 POWER_PHASES = ("ranging", "testing")  # a power run's passes run under phased names
-STOP_TIMEOUT_S = 1.0  # how long a run may still end on its own before it is stopped
+STOP_GRACE_S = 2.0  # TERM, then KILL: a cancelled run is stopped within seconds, not 10
 
 
 def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[RunRecord]:
@@ -46,7 +46,7 @@ def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:
     tails = []
     for handle in _handles(target, record):
         try:
-            remote.wait(target, handle, STOP_TIMEOUT_S)  # stops it when still running
+            remote.stop(target, handle, STOP_GRACE_S)
             with tempfile.TemporaryDirectory(prefix="subrun-cancel-") as tmp:
                 tails.append(remote.collect(target, handle, Path(tmp)))
                 store.add_files(record.key, record.attempt, Path(tmp))
