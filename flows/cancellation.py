@@ -39,6 +39,7 @@ class CancelWatch:
         self.logger = logger
         self._stop = threading.Event()
         self._sweeping = threading.Lock()
+        self._owns = threading.Event()  # set once the flow run holds its campaign's slot
         self._thread = threading.Thread(target=self._watch, name="subrun-cancel-watch",
                                         daemon=True)
 
@@ -49,6 +50,11 @@ class CancelWatch:
     def start(self) -> CancelWatch:
         self._thread.start()
         return self
+
+    def own(self) -> None:
+        """The flow run now holds its campaign: the runs in flight are its own to stop. Until
+        then a cancel only stops the wait, never the runs of the flow run holding it."""
+        self._owns.set()
 
     def stop(self) -> None:
         """The flow ends: stop watching (a sweep under way finishes first)."""
@@ -77,6 +83,8 @@ class CancelWatch:
             self.logger.info("flow run cancelled: stopping campaign %s's runs in flight",
                              self.ctx.campaign.name)
         self.ctx.cancelled.set()
+        if not self._owns.is_set():
+            return
         with self._sweeping:
             try:
                 for record in steps.cancel_runs(self.ctx):

@@ -145,6 +145,8 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
         # two flow runs of one campaign share its run store: they take turns
         with held([campaign_slot(ctx.campaign.name)], me, logger.info, ctx.cancelled), \
                 (watch.on_interrupt() if watch else nullcontext()):
+            if watch is not None:
+                watch.own()
             summary = _campaign(ctx, track_history, me)
         if summary is None:
             return _cancelled(ctx, watch)
