@@ -167,3 +167,35 @@ def test_another_campaign_holding_a_host_is_counted_for_that_host_only(
     assert list(found["theirs"]) == [host] and found["theirs"][host].campaign == "theirs"
     assert 29.0 < found["theirs"][host].left_s() <= 40.0
     assert found["own"] == {}  # a campaign never waits for itself
+
+
+def test_plan_and_status_count_another_campaign_holding_the_host(
+        prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+    from prefect import flow
+    from typer.testing import CliRunner
+
+    from flows import holders
+    from flows.cli import app
+
+    path = write_campaign(tmp_path, "counts-waits", lab_dir / "hosts.yaml", ["h3"],
+                          accuracy=False)
+    alone = CliRunner().invoke(app, ["plan", str(path)])
+    assert alone.exit_code == 0 and "wait:" not in alone.output, alone.output
+
+    @flow(name="holds-h3-for-another-campaign")
+    def other() -> tuple[str, str, str]:
+        run_id, name = _flow_run()
+        holders.record("host:h3", Holder(run_id, name, "theirs", "h3/x/Offline/power",
+                                         remaining_s=3600.0, run_s=60.0))
+        try:
+            return (name, CliRunner().invoke(app, ["plan", str(path)]).output,
+                    CliRunner().invoke(app, ["status", str(path)]).output)
+        finally:
+            holders.release("host:h3", run_id)
+
+    name, plan, status = other()
+    for shown in (plan, status):
+        assert f"wait: host h3 is held by flow run '{name}' of campaign 'theirs'" in " ".join(
+            shown.split()), shown
+    assert "estimated wall time 1 h" in " ".join(plan.split()), plan  # the hour it holds h3
+    assert re.search(r"about 1 h \d\d min left", " ".join(status.split())), status
