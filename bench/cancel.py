@@ -2,9 +2,11 @@
 
 Cancelling a flow run ends the controller's process, but a run executes detached on its target
 and would go on. What is left is found from the run store (attempts still marked running) and
-by name on the target (a run's name carries its campaign): each is stopped, its files collected
-into the store, and the attempt recorded `cancelled`: neither passed nor failed, and run again
-when the campaign starts again, while every finished run is kept.
+by name on the target (a run's name carries its campaign): each is stopped at once (TERM, KILL
+after 2 s: a harness that is PID 1 in its container ignores TERM, and `docker stop`'s default
+10 s would hold the host), its files collected into the store, and the attempt recorded
+`cancelled`: neither passed nor failed, and run again when the campaign starts again, while
+every finished run is kept.
 """
 
 from __future__ import annotations
