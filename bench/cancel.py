@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,13 +28,14 @@ STOP_GRACE_S = 2.0  # TERM, then KILL: a cancelled run is stopped within seconds
 
 
 def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[RunRecord]:
-    """Stop every attempt of the store still running on its target; record each `cancelled`."""
-    cancelled = []
-    for record in store.runs():
-        target = targets.get(record.spec.host)
-        if record.state == "running" and target is not None:
-            cancelled.append(_cancel(target, record, store))
-    return cancelled
+    """Stop every attempt of the store still running on its target; record each `cancelled`.
+    All at once: one host's collection must not keep another host's run going."""
+    found = [(targets[r.spec.host], r) for r in store.runs()
+             if r.state == "running" and r.spec.host in targets]
+    if not found:
+        return []
+    with ThreadPoolExecutor(max_workers=len(found), thread_name_prefix="subrun-cancel") as pool:
+        return list(pool.map(lambda pair: _cancel(pair[0], pair[1], store), found))
 
 
 def _handles(target: RunTarget, record: RunRecord) -> list[RunHandle]:
