@@ -124,7 +124,7 @@ def _native_running(inventory: Inventory, store: RunStore, campaign: str) -> boo
 
 def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
         served: dict[str, str], lab_dir: Path, tmp_path: Path) -> None:
-    name = "cancelled"
+    name = "cancel-within-15s"  # container names are filtered by it: unique to this test
     hosts_yaml = _with_native_host(lab_dir, tmp_path)
     inventory = load_inventory(hosts_yaml)
     path = write_campaign(tmp_path, name, hosts_yaml, ["h2", NATIVE, "h3"], accuracy=False)
