@@ -2,15 +2,18 @@
 
 Cancelling a flow run ends the controller's process, but a run executes detached on its target
 and would go on. What is left is found from the run store (attempts still marked running) and
-by name on the target (a run's name carries its campaign): each is stopped, its files collected
-into the store, and the attempt recorded `cancelled`: neither passed nor failed, and run again
-when the campaign starts again, while every finished run is kept.
+by name on the target (a run's name carries its campaign): each is stopped at once (TERM, KILL
+after 2 s: a harness that is PID 1 in its container ignores TERM, and `docker stop`'s default
+10 s would hold the host), its files collected into the store, and the attempt recorded
+`cancelled`: neither passed nor failed, and run again when the campaign starts again, while
+every finished run is kept.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,17 +24,18 @@ from bench.target import RunHandle, RunTarget
 from lab.errors import SubrunError
 
 POWER_PHASES = ("ranging", "testing")  # a power run's passes run under phased names
-STOP_TIMEOUT_S = 1.0  # how long a run may still end on its own before it is stopped
+STOP_GRACE_S = 2.0  # TERM, then KILL: a cancelled run is stopped within seconds, not 10
 
 
 def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[RunRecord]:
-    """Stop every attempt of the store still running on its target; record each `cancelled`."""
-    cancelled = []
-    for record in store.runs():
-        target = targets.get(record.spec.host)
-        if record.state == "running" and target is not None:
-            cancelled.append(_cancel(target, record, store))
-    return cancelled
+    """Stop every attempt of the store still running on its target; record each `cancelled`.
+    All at once: one host's collection must not keep another host's run going."""
+    found = [(targets[r.spec.host], r) for r in store.runs()
+             if r.state == "running" and r.spec.host in targets]
+    if not found:
+        return []
+    with ThreadPoolExecutor(max_workers=len(found), thread_name_prefix="subrun-cancel") as pool:
+        return list(pool.map(lambda pair: _cancel(pair[0], pair[1], store), found))
 
 
 def _handles(target: RunTarget, record: RunRecord) -> list[RunHandle]:
@@ -46,7 +50,7 @@ def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:
     tails = []
     for handle in _handles(target, record):
         try:
-            remote.wait(target, handle, STOP_TIMEOUT_S)  # stops it when still running
+            remote.stop(target, handle, STOP_GRACE_S)
             with tempfile.TemporaryDirectory(prefix="subrun-cancel-") as tmp:
                 tails.append(remote.collect(target, handle, Path(tmp)))
                 store.add_files(record.key, record.attempt, Path(tmp))

@@ -33,7 +33,7 @@ from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from bench.verdict import judge_dir
-from lab.errors import CollectionRefused, ConnectError, ConnectionLost, SubrunError
+from lab.errors import CollectionRefused, ConnectError, ConnectionLost, RunCancelled, SubrunError
 
 TRANSIENT = (ConnectError, ConnectionLost)
 log = logging.getLogger("subrun.runs")
@@ -80,6 +80,12 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
                 raise
             log.warning("%s: %s Reattaching.", planned.label, e)
             latest = store.latest(planned.spec.key)
+
+
+def _unless_cancelled(target: RunTarget, spec: RunSpec) -> None:
+    if target.is_cancelled:
+        raise RunCancelled(f"{spec.label}: the campaign '{target.campaign}' was cancelled; "
+                           "the run runs again when the campaign starts again.")
 
 
 def _passed(record: RunRecord) -> bool:
@@ -143,6 +149,7 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
                  timeout_s: float) -> RunRecord:
     settle_s = target.config.settle_s
     time.sleep(settle_s)
+    _unless_cancelled(target, spec)  # nothing new starts once the campaign is cancelled
     record = store.start_attempt(spec, key=key)
     record = store.update(key, record.attempt, settle_s=settle_s)
     try:
@@ -182,6 +189,7 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
     """Wait, collect into the store (with the exit status), only then clean the target, judge."""
     key, attempt, spec = record.key, record.attempt, record.spec
     status = remote.wait(target, handle, timeout_s)
+    _unless_cancelled(target, spec)  # the canceller stopped it and records it cancelled
     try:
         with tempfile.TemporaryDirectory(prefix="subrun-collect-") as tmp:
             tail = remote.collect(target, handle, Path(tmp)) or _loadgen_tail(Path(tmp))

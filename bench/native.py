@@ -90,6 +90,11 @@ class NativeRunner:
             _stop(target.host, process)
         return _status(status)
 
+    def stop(self, target: RunTarget, process: Container | Detached, grace_s: float) -> None:
+        assert isinstance(process, Detached)
+        if target.host.poll_detached(process).running:
+            _stop(target.host, process, grace_s)
+
     def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
         assert isinstance(process, Detached)
         result = target.host.run(["tail", "-n", str(lines), process.log_path], check=False,
@@ -106,10 +111,10 @@ class NativeRunner:
 NATIVE = NativeRunner()
 
 
-def _stop(host: Host, process: Detached) -> None:
+def _stop(host: Host, process: Detached, grace_s: float = STOP_GRACE_S) -> None:
     """TERM (its supervisor passes it on), then KILL to its whole process group."""
     host.stop_detached(process)
-    if host.wait_detached(process, timeout_s=STOP_GRACE_S).running:
+    if host.wait_detached(process, timeout_s=grace_s).running:
         # the supervisor is a session leader (setsid): its group holds the harness too
         host.stop_detached(process, signal="KILL", reach="group")
         host.wait_detached(process, timeout_s=STOP_GRACE_S)

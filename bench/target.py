@@ -13,10 +13,12 @@ detached process in the benchmark's native environment (`bench.native`) on hosts
 from __future__ import annotations
 
 import io
+import math
 import shlex
 import shutil
 import tarfile
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -74,6 +76,13 @@ class RunTarget:
     image_id: str  # recorded in every run's spec
     campaign: str = "campaign"
     wrap: RunWrap | None = None
+    # set when the campaign is cancelled: a wait that ends then leaves the attempt to the
+    # canceller (which stops, collects and records it), and no new attempt starts
+    cancelled: threading.Event | None = None
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self.cancelled is not None and self.cancelled.is_set()
 
     @property
     def runner(self) -> Runner:
@@ -118,6 +127,9 @@ class Runner(Protocol):
              timeout_s: float) -> RunStatus:
         """Wait for the end; past the deadline stop it and report it running."""
 
+    def stop(self, target: RunTarget, process: Container | Detached, grace_s: float) -> None:
+        """Stop it now: TERM, then KILL after grace_s (an ended one is left as it is)."""
+
     def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
         """The last lines it wrote to stdout and stderr."""
 
@@ -151,6 +163,10 @@ class ContainerRunner:
         if status.running:
             target.engine.stop(process)
         return status
+
+    def stop(self, target: RunTarget, process: Container | Detached, grace_s: float) -> None:
+        assert isinstance(process, Container)
+        target.engine.stop(process, grace_s=max(1, math.ceil(grace_s)))
 
     def output_tail(self, target: RunTarget, process: Container | Detached, lines: int) -> str:
         assert isinstance(process, Container)
@@ -228,6 +244,11 @@ def find(target: RunTarget, record: RunRecord) -> RunHandle | None:
 def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> RunStatus:
     """Wait for the attempt to end; past the deadline it is stopped and reported running."""
     return target.runner.wait(target, handle.process, timeout_s)
+
+
+def stop(target: RunTarget, handle: RunHandle, grace_s: float) -> None:
+    """Stop the attempt now (TERM, KILL after grace_s); its files stay for collection."""
+    target.runner.stop(target, handle.process, grace_s)
 
 
 TAIL_MAX_CHARS = 64 * 1024  # of the harness's output kept in the run record

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,6 +12,9 @@ from rich.table import Table
 from flows.cli_common import err, guarded, out, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
+
+if TYPE_CHECKING:
+    from flows.holders import Holder
 
 CampaignArg = Annotated[
     Path | None,
@@ -39,7 +42,7 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
-    from flows.plan_view import analyzer_notes, duration
+    from flows.plan_view import analyzer_notes, duration, wait_notes, wall_time_s
 
     ctx = _load(campaign)
     plan = ctx.plan
@@ -53,15 +56,33 @@ def plan_command(campaign: CampaignArg = None) -> None:
                           duration(run.estimate_s))
         out.print(table)
     c = ctx.campaign
+    held = _held_by_others(ctx)
+    waits = {h: holder.left_s() for h, holder in held.items()}
     out.print(f"Campaign '{c.name}': {len(plan.runs)} runs on {len(plan.hosts())} host(s), "
               f"round {c.round}, {c.division} division, {c.mode.value} mode"
               f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
-              f"{duration(plan.estimate_s)} (hosts in parallel).")
+              f"{duration(wall_time_s(plan, waits))} (hosts in parallel).")
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
+    for note in wait_notes(held):
+        out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)
     for note in analyzer_notes(plan, ctx.inventory):
         out.print(f"[yellow]power:[/] {shown(note)}", highlight=False)
     _check_power(ctx)
+
+
+def _held_by_others(ctx: CampaignContext) -> dict[str, Holder]:
+    """Hosts of the campaign another campaign's flow run holds now (with a server in use);
+    a server that does not answer costs the estimate its waits, not the command."""
+    configure_prefect()
+    from flows.holders import other_campaigns_on
+
+    try:
+        return other_campaigns_on(ctx.campaign.name, ctx.plan.hosts())
+    except Exception as e:  # whatever the server did, the plan still shows
+        err.print(f"[yellow]note:[/] other campaigns' use of the hosts is not counted: the "
+                  f"Prefect server did not answer ({e}).", highlight=False)
+        return {}
 
 
 def _check_power(ctx: CampaignContext) -> None:
@@ -127,7 +148,7 @@ def run_command(campaign: CampaignArg = None,
 
 def status_command(campaign: CampaignArg = None) -> None:
     """Show each run of a campaign as done, running, failed or pending, and the time left."""
-    from flows.plan_view import duration
+    from flows.plan_view import duration, wait_notes
     from flows.status import campaign_status, eta_s
 
     ctx = _load(campaign)
@@ -142,6 +163,11 @@ def status_command(campaign: CampaignArg = None) -> None:
                       f"[{style}]{s.state}[/]", shown(s.detail))
     out.print(table)
     counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
+    busy = {s.planned.spec.host for s in statuses if s.state != "done"}
+    held = {h: x for h, x in _held_by_others(ctx).items() if h in busy}
+    waits = {h: holder.left_s() for h, holder in held.items()}
     out.print(", ".join(f"{n} {state}" for state, n in counts.items()
                         if n or state != "cancelled")  # cancelled only after a cancellation
-              + f"; about {duration(eta_s(ctx.plan, statuses))} left.")
+              + f"; about {duration(eta_s(ctx.plan, statuses, waits))} left.")
+    for note in wait_notes(held):
+        out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)

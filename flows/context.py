@@ -31,6 +31,8 @@ class CampaignContext:
     manifests: dict[str, Manifest]
     plan: Plan
     store: RunStore
+    # set when the campaign's flow run is cancelled: runs stop, nothing new starts
+    cancelled: threading.Event = field(default_factory=threading.Event)
     _hosts: dict[str, Host] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -5,6 +5,10 @@
 
 The same deployments can go to a process work pool instead (`subrun deploy --pool NAME`), for
 labs that run workers on several machines.
+
+No deployment is limited to one flow run at a time: hosts, analyzers and campaigns are slots
+(`flows.slots`), so campaigns on other hosts run side by side, campaigns sharing a host take
+turns run by run, and two flow runs of one campaign take turns on the campaign.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from prefect import serve
-from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.schedules import Cron
 
 from flows.environment import REPO_ROOT
@@ -20,13 +23,11 @@ from flows.submission import submission
 
 CAMPAIGNS = REPO_ROOT / "campaigns"
 NIGHTLY_CRON = "0 2 * * *"
-ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1,
-                                       collision_strategy=ConcurrencyLimitStrategy.ENQUEUE)
 
 
 def deployment_specs(nightly_cron: str = NIGHTLY_CRON,
                      timezone: str = "UTC") -> list[dict[str, Any]]:
-    """Name, parameters and schedule of each deployment (one campaign at a time each)."""
+    """Name, parameters and schedule of each deployment."""
     return [
         {"name": "full", "parameters": {}, "tags": ["mlperf", "submission"],
          "description": "A whole campaign: the file in campaign_file, else the demo."},
@@ -43,7 +44,7 @@ def deployment_specs(nightly_cron: str = NIGHTLY_CRON,
 
 def serve_all(nightly_cron: str = NIGHTLY_CRON, timezone: str = "UTC") -> None:
     """Register the deployments and execute their runs until interrupted."""
-    deployments = [submission.to_deployment(concurrency_limit=ONE_AT_A_TIME, **spec)
+    deployments = [submission.to_deployment(**spec)
                    for spec in deployment_specs(nightly_cron, timezone)]
     serve(*deployments, limit=4, pause_on_shutdown=False)  # type: ignore[arg-type]
 
@@ -53,4 +54,4 @@ def deploy_to_pool(pool: str, nightly_cron: str = NIGHTLY_CRON, timezone: str = 
     source = cast(Any, submission.from_source(source=str(REPO_ROOT),
                                               entrypoint="flows/submission.py:submission"))
     for spec in deployment_specs(nightly_cron, timezone):
-        source.deploy(work_pool_name=pool, concurrency_limit=ONE_AT_A_TIME, **spec)
+        source.deploy(work_pool_name=pool, **spec)

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from bench.plan import Plan
 from bench.run import RunKind
 from lab.config import Inventory
+
+
+class Holding(Protocol):
+    """Another campaign's flow run holding a host now (flows.holders.Holder)."""
+
+    @property
+    def flow_run_name(self) -> str: ...
+
+    @property
+    def campaign(self) -> str: ...
+
+    def left_s(self) -> float: ...
 
 
 def duration(seconds: float) -> str:
@@ -33,10 +48,26 @@ def analyzer_notes(plan: Plan, inventory: Inventory) -> list[str]:
     return notes
 
 
-def plan_markdown(plan: Plan, notes: list[str] | None = None) -> str:
-    """The plan as Markdown: per-host tables, totals, and the wall-time estimate."""
+def wall_time_s(plan: Plan, waits_s: Mapping[str, float] | None = None) -> float:
+    """The busiest host's estimate, each host's with the wait for another campaign holding it."""
+    waits = waits_s or {}
+    return max((plan.host_estimate_s(h) + waits.get(h, 0.0) for h in plan.hosts()), default=0.0)
+
+
+def wait_notes(holders: Mapping[str, Holding]) -> list[str]:
+    """One line per host another campaign holds now: its left-over work is counted."""
+    return [f"host {host} is held by flow run '{h.flow_run_name}' of campaign '{h.campaign}', "
+            f"which has about {duration(h.left_s())} of runs left on it: counted in the "
+            "wall time" for host, h in sorted(holders.items())]
+
+
+def plan_markdown(plan: Plan, notes: list[str] | None = None,
+                  waits_s: Mapping[str, float] | None = None) -> str:
+    """The plan as Markdown: per-host tables, totals, and the wall-time estimate (with the
+    waits for other campaigns on shared hosts, when known)."""
     c = plan.campaign
-    lines = [f"# Campaign {c.name}: {len(plan.runs)} runs, about {duration(plan.estimate_s)}",
+    lines = [f"# Campaign {c.name}: {len(plan.runs)} runs, about "
+             f"{duration(wall_time_s(plan, waits_s))}",
              "", f"Round {c.round}, {c.division} division, {c.mode.value} mode"
              + (" (not submittable)" if c.mode.value == "short" else "") + ".", ""]
     for host in plan.hosts():

@@ -12,6 +12,7 @@ from typing import Any
 from prefect.states import Completed, Failed, State
 
 from flows.steps import RunOutcome
+from lab.errors import RunCancelled
 
 
 def run_state(outcome: RunOutcome) -> State[Any]:
@@ -41,6 +42,8 @@ def campaign_state(summary: dict[str, Any]) -> State[Any]:
 
 def summary_of(state: State[Any]) -> dict[str, Any]:
     """The campaign summary a finished flow run holds; an exception it ended with is raised."""
+    if state.is_cancelled():  # its runs in flight were stopped and recorded cancelled
+        raise RunCancelled(state.message or "The campaign was cancelled.")
     found = state.result(raise_on_failure=False)
     if isinstance(found, BaseException):
         raise found

@@ -6,6 +6,7 @@ mode), so the matrix is right before images are bound and across re-runs with ne
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bench.plan import Plan, PlannedRun
@@ -70,12 +71,29 @@ def pace(statuses: list[RunStatus]) -> float:
     return measured / estimated if estimated and measured else 1.0
 
 
-def eta_s(plan: Plan, statuses: list[RunStatus]) -> float:
+def eta_s(plan: Plan, statuses: list[RunStatus],
+          waits_s: Mapping[str, float] | None = None) -> float:
     """Estimated wall time left: the busiest host's pending and running runs, with estimates
-    scaled by the pace of the runs that finished."""
+    scaled by the pace of the runs that finished, plus what other campaigns still have to do
+    on a host they hold now (waits_s, per host)."""
     left: dict[str, float] = {}
     for status in statuses:
         if status.state in ("pending", "running", "cancelled"):
             host = status.planned.spec.host
             left[host] = left.get(host, 0.0) + status.planned.estimate_s
-    return max(left.values(), default=0.0) * pace(statuses)
+    waits = waits_s or {}
+    return max((s * pace(statuses) + waits.get(h, 0.0) for h, s in left.items()), default=0.0)
+
+
+def work_left_s(plan: Plan, planned: PlannedRun, store: RunStore) -> float:
+    """The work a campaign has left on a run's host from that run on: its estimate and those
+    of the host's later runs that have not passed yet (a resumed campaign skips those)."""
+    runs = plan.for_host(planned.spec.host)
+    start = next(i for i, r in enumerate(runs) if r.label == planned.label)
+    return planned.estimate_s + sum(r.estimate_s for r in runs[start + 1:]
+                                    if not _passed(store.latest(r.spec.key)))
+
+
+def _passed(record: RunRecord | None) -> bool:
+    return record is not None and record.state == "finished" and record.verdict is not None \
+        and record.verdict.passed

@@ -169,7 +169,7 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     image = images[spec.benchmark]
     target = RunTarget(ctx.host(spec.host), ctx.inventory.host(spec.host),
                        ctx.manifests[spec.benchmark], image.image, image.image_id,
-                       ctx.campaign.name)
+                       ctx.campaign.name, cancelled=ctx.cancelled)
     options = ExecuteOptions(max_reruns=ctx.campaign.max_reruns)
     if spec.kind is RunKind.POWER and ctx.campaign.power_path == "official":
         checkout = _checkout(ctx)

@@ -14,26 +14,32 @@ run is Completed only when every run passed. A cancelled flow run stops its runs
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
 from prefect.logging.loggers import flow_run_logger
-from prefect.states import State
+from prefect.states import Cancelled, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
-from flows import events, steps
+from flows import events, holders, steps
+from flows.cancellation import CancelWatch
 from flows.context import CampaignContext, load_context, resolve_campaign
-from flows.plan_view import analyzer_notes, plan_markdown
+from flows.holders import Holder, server_in_use
+from flows.plan_view import analyzer_notes, plan_markdown, wait_notes
 from flows.progress import CampaignProgress
-from flows.slots import held, slot_names
+from flows.slots import campaign_slot, held, slot_names
 from flows.states import campaign_state, run_state
-from lab.errors import HostUnreachable, LinkDown, is_transient
+from flows.status import work_left_s
+from lab.errors import HostUnreachable, LinkDown, RunCancelled, is_transient
 from submission.history import plot_trends, record
 
 RETRIES = 2  # for a transient fault other than a link that is down (e.g. a command timed out)
@@ -72,7 +78,7 @@ def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> An
 
 @task(name="run", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
 def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
-             progress: CampaignProgress) -> State[Any]:
+             progress: CampaignProgress, holder: Holder) -> State[Any]:
     logger = get_run_logger()
 
     def waiting(why: str) -> None:
@@ -80,16 +86,24 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
         progress.waiting(planned.label, why)
 
     names = slot_names(planned.spec.host, steps.run_analyzer(ctx, planned))
-    with held(names, waiting):  # this host (and analyzer), whatever other campaign asks
-        busy = steps.analyzer_busy(ctx, planned)
-        if busy:
-            waiting(busy)
-        try:
+    me = replace(holder, run=planned.label, run_s=planned.estimate_s,
+                 remaining_s=work_left_s(ctx.plan, planned, ctx.store))
+    try:
+        if ctx.cancelled.is_set():  # start nothing once the campaign is cancelled
+            raise RunCancelled(f"{planned.label}: not started, the campaign was cancelled.")
+        with held(names, me, waiting, ctx.cancelled):  # this host (and analyzer), any campaign
+            busy = steps.analyzer_busy(ctx, planned)
+            if busy:
+                waiting(busy)
             result = steps.outcome(steps.run(ctx, planned, images))
-        except HostUnreachable as e:  # final: said once per run, the other hosts go on
-            logger.warning("%s: not run: %s", planned.label, e)
-            progress.finished(planned.label, "not run")
-            raise
+    except RunCancelled as e:
+        logger.info("%s: cancelled", planned.label)
+        progress.finished(planned.label, "cancelled")
+        return Cancelled(message=str(e))
+    except HostUnreachable as e:  # final: said once per run, the other hosts go on
+        logger.warning("%s: not run: %s", planned.label, e)
+        progress.finished(planned.label, "not run")
+        raise
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
     progress.finished(planned.label, "passed" if result.passed else "failed")
@@ -103,16 +117,24 @@ def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
 
 
 def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
-    """When the flow run is cancelled: stop its runs on the targets, keep their logs, and
-    record them cancelled (the next start of the campaign runs them again)."""
+    """When the flow run is cancelled and its process is gone: stop its runs on the targets,
+    keep their logs, and record them cancelled (the next start of the campaign runs them
+    again). The flow's own process does this first (flows.cancellation); this catches what a
+    killed process left. A flow run that was still waiting for its campaign's slot leaves the
+    runs alone: they belong to the flow run holding it."""
     params = flow_run.parameters or {}
     given = params.get("campaign")
     campaign = Campaign.model_validate(given) if isinstance(given, dict) else given
     ctx = load_context(resolve_campaign(params.get("campaign_file"), campaign))
+    logger = flow_run_logger(flow_run)
     try:
+        owner = holders.current(campaign_slot(ctx.campaign.name)) if server_in_use() else None
+        if owner is not None and owner.flow_run_id != str(flow_run.id):
+            logger.info("campaign %s is run by flow run '%s': its runs are left alone",
+                        ctx.campaign.name, owner.flow_run_name)
+            return
         for record in steps.cancel_runs(ctx):
-            flow_run_logger(flow_run).info("cancelled %s (attempt %s)", record.spec.label,
-                                           record.attempt)
+            logger.info("cancelled %s (attempt %s)", record.spec.label, record.attempt)
     finally:
         ctx.close()
 
@@ -124,21 +146,63 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
     """Run a whole campaign and assemble its submission tree (the demo campaign by default).
 
     The flow run ends Completed only when every run passed, else Failed; either way its
-    result is the campaign's summary."""
+    result is the campaign's summary. A cancelled one ends Cancelled, its runs in flight
+    stopped and recorded cancelled."""
     ctx = load_context(resolve_campaign(campaign_file, campaign))
+    logger = get_run_logger()
+    me = _holder(ctx)
+    watch = CancelWatch(me.flow_run_id, ctx, logger).start() \
+        if server_in_use() and me.flow_run_id else None
     try:
-        summary = _campaign(ctx, track_history)
+        # two flow runs of one campaign share its run store: they take turns
+        with held([campaign_slot(ctx.campaign.name)], me, logger.info, ctx.cancelled), \
+                (watch.on_interrupt() if watch else nullcontext()):
+            if watch is not None:
+                watch.own()
+            summary = _campaign(ctx, track_history, me)
+        if summary is None:
+            return _cancelled(ctx, watch)
         state = campaign_state(summary)
         events.emit(events.campaign_event(summary, state.is_completed()))
         return state
+    except RunCancelled:  # cancelled while waiting for the campaign's slot
+        return _cancelled(ctx, watch)
     finally:
+        if watch is not None:
+            watch.stop()
         ctx.close()
 
 
-def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
+def _holder(ctx: CampaignContext) -> Holder:
+    """This flow run as the holder of the slots it takes."""
+    found = FlowRunContext.get()
+    run = found.flow_run if found else None
+    return Holder(str(run.id) if run else "", run.name if run else "", ctx.campaign.name,
+                  run="", remaining_s=ctx.plan.estimate_s, run_s=ctx.plan.estimate_s)
+
+
+def _cancelled(ctx: CampaignContext, watch: CancelWatch | None) -> State[Any]:
+    """The end of a cancelled campaign: a last sweep, then a Cancelled state saying so."""
+    if watch is not None:
+        watch.cancel_now()
+    stopped = sum(r.state == "cancelled" for r in ctx.store.runs())
+    return Cancelled(message=f"campaign {ctx.campaign.name} cancelled: {stopped} run(s) "
+                             "recorded cancelled; starting it again runs them, and repeats "
+                             "nothing that finished.")
+
+
+def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
+              ) -> dict[str, Any] | None:
+    """The campaign's steps; None when it was cancelled (its runs stopped, nothing assembled)."""
     logger = get_run_logger()
-    create_markdown_artifact(plan_markdown(ctx.plan, analyzer_notes(ctx.plan, ctx.inventory)),
-                             key="campaign-plan",
+    try:
+        others = holders.other_campaigns_on(ctx.campaign.name, ctx.plan.hosts())
+    except Exception as e:  # the plan artifact without the waits, rather than no campaign
+        logger.warning("other campaigns' use of the hosts is not counted in the plan: %s", e)
+        others = {}
+    waits = {h: holder.left_s() for h, holder in others.items()}
+    notes = analyzer_notes(ctx.plan, ctx.inventory) + wait_notes(others)
+    create_markdown_artifact(plan_markdown(ctx.plan, notes, waits), key="campaign-plan",
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
     hosts = ctx.plan.hosts()
@@ -159,10 +223,13 @@ def _campaign(ctx: CampaignContext, track_history: bool) -> dict[str, Any]:
         for planned in ctx.plan.for_host(host):
             # one run at a time per host; a failed run does not stop the host's next ones
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
+                                       quote(me),
                                        wait_for=[allow_failure(previous)] if previous else [])
             futures.append(previous)
             submitted.append(planned)
     wait(futures)
+    if ctx.cancelled.is_set():
+        return None
     # a run that ended holds its outcome (Completed or Failed); its final word is the store's,
     # since settling a compliance set may have measured or re-verified it after its task
     ended = [p for p, f in zip(submitted, futures, strict=True)

@@ -81,6 +81,11 @@ class RunError(SubrunError):
     """A benchmark run failed or could not be judged."""
 
 
+class RunCancelled(SubrunError):
+    """The campaign's flow run was cancelled: the run was stopped, or never started; it runs
+    again when the campaign starts again."""
+
+
 class TransferFailed(SubrunError):
     """A file could not be copied because of the file itself (missing, unreadable, not a
     regular file, over a size cap), not because of the link: copying again cannot help."""

@@ -1,14 +1,17 @@
 """Deployment runs on a real local Prefect server with `subrun serve`: a campaign with a failing
-run ends Failed naming it; a cancelled flow run leaves no container of its campaign running,
-records the run in flight `cancelled`, and the next deployment run finishes the campaign keeping
-every finished run."""
+run ends Failed naming it; a cancelled flow run stops its runs in flight (a container and a
+native process) within 15 s, records them `cancelled`, and the next deployment run finishes the
+campaign keeping every finished run; submission/full and submission/nightly started together on
+one host take turns on it and on its analyzer, run by run, and both pass."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,15 +21,19 @@ import requests
 import yaml
 
 from bench.campaign import load_campaign
-from bench.run import RunRecord
+from bench.run import RunKind, RunRecord
 from bench.store import RunStore
-from lab.config import Inventory
+from lab.config import Inventory, load_inventory
 from lab.transport import open_host
+from power.service import stop_daemon
 from tests.support.campaigns import write_campaign
+from tests.support.official_power import free_port
+from tests.support.power_inventory import with_analyzers
 from tests.test_deployment import BIN, server_env, stop_group, wait_for_deployment  # noqa: F401
 
 pytestmark = pytest.mark.lab
 UUID = re.compile(r"UUID:\s*([0-9a-f-]{36})")
+NATIVE = "h2-native"
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +95,43 @@ def _runs_on(store: RunStore, host: str) -> list[RunRecord]:
     return [r for r in store.runs() if r.spec.host == host]
 
 
-def test_cancelled_deployment_run_stops_its_runs_and_resumes(
-        served: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
-        tmp_path: Path) -> None:
-    name = "cancelled"
-    path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2", "h3"], accuracy=False)
-    data = yaml.safe_load(path.read_text())  # h2's run lasts a minute, h3's a few seconds
-    data["hosts"][0]["benchmarks"][0]["settings"] = {
-        "Offline": {"min_duration": 60000, "target_qps": 12000}}
+def _with_native_host(lab_dir: Path, folder: Path) -> Path:
+    """The lab's inventory plus h2 as a host without Docker (`h2-native`): its native
+    environment lives beside h2's work folder, so it is made once per lab, not per test."""
+    data = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
+    h2 = next(h for h in data["hosts"] if h["name"] == "h2")
+    data["hosts"].append({**h2, "name": NATIVE, "work_dir": f"{h2['work_dir']}-native",
+                          "docker": {**h2["docker"], "engine": False},
+                          "native": {"python": "/usr/bin/python3"}})
+    path = folder / "hosts.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _native_running(inventory: Inventory, store: RunStore, campaign: str) -> bool:
+    """Whether the native process of the campaign's attempt on h2-native still runs."""
+    records = [r for r in _runs_on(store, NATIVE) if r.state == "running"]
+    if not records:
+        return False
+    connection = open_host(inventory.host(NATIVE))
+    try:
+        record = records[0]
+        found = connection.find_detached(f"subrun-{campaign}-{record.key}-a{record.attempt}")
+        return found is not None and connection.poll_detached(found).running
+    finally:
+        connection.close()
+
+
+def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
+        served: dict[str, str], lab_dir: Path, tmp_path: Path) -> None:
+    name = "cancel-within-15s"  # container names are filtered by it: unique to this test
+    hosts_yaml = _with_native_host(lab_dir, tmp_path)
+    inventory = load_inventory(hosts_yaml)
+    path = write_campaign(tmp_path, name, hosts_yaml, ["h2", NATIVE, "h3"], accuracy=False)
+    data = yaml.safe_load(path.read_text())  # h2's run lasts 20 s or more, h3's seconds,
+    for entry, duration_ms in zip(data["hosts"][:2], (20000, 600000), strict=False):
+        entry["benchmarks"][0]["settings"] = {  # and the native one until it is cancelled
+            "Offline": {"min_duration": duration_ms, "target_qps": 12000}}
     path.write_text(yaml.safe_dump(data))
     store = RunStore(load_campaign(path).store_dir)
     started = deployment_run(served, path, watch=False)
@@ -103,29 +139,111 @@ def test_cancelled_deployment_run_stops_its_runs_and_resumes(
     run_id = flow_run(served, started.stdout)["id"]
 
     deadline = time.monotonic() + 600  # provisioning first; generous on a busy machine
-    while not (_campaign_containers(lab_inventory, "h2", name)
+    while not (_campaign_containers(inventory, "h2", name)
+               and _native_running(inventory, store, name)
                and any(r.state == "finished" for r in _runs_on(store, "h3"))):
-        assert time.monotonic() < deadline, "h2's run never got going while h3's finished"
+        assert time.monotonic() < deadline, "h2's runs never got going while h3's finished"
         time.sleep(1)
     finished_h3 = _runs_on(store, "h3")[0]
+    cancelled_at = time.monotonic()
     subprocess.run([str(BIN / "prefect"), "flow-run", "cancel", run_id], env=served,
                    check=True, capture_output=True, timeout=120)
+    while _campaign_containers(inventory, "h2", name) or \
+            _native_running(inventory, store, name):
+        assert time.monotonic() - cancelled_at < 60, "runs still going a minute after cancel"
+        time.sleep(0.5)
+    stopped_s = time.monotonic() - cancelled_at
+    print(f"runs in flight stopped {stopped_s:.1f} s after `prefect flow-run cancel`")
+    assert stopped_s <= 15, stopped_s
 
-    deadline = time.monotonic() + 180  # the issue asks 15 s; the bound here allows a slow CI
-    while _campaign_containers(lab_inventory, "h2", name) or \
-            _runs_on(store, "h2")[0].state != "cancelled":
-        assert time.monotonic() < deadline, (_runs_on(store, "h2"),
-                                             _campaign_containers(lab_inventory, "h2", name))
-        time.sleep(1)
-    cancelled = _runs_on(store, "h2")[0]
-    assert cancelled.verdict is None and "user.conf" in cancelled.files
+    deadline = time.monotonic() + 60
+    while any(_runs_on(store, h)[0].state != "cancelled" for h in ("h2", NATIVE)):
+        assert time.monotonic() < deadline, [_runs_on(store, h) for h in ("h2", NATIVE)]
+        time.sleep(0.5)
+    for host in ("h2", NATIVE):
+        cancelled = _runs_on(store, host)[0]
+        assert cancelled.verdict is None and "user.conf" in cancelled.files, cancelled
+    assert _final_state(served, run_id) == "CANCELLED"
     status = subprocess.run([str(BIN / "subrun"), "status", str(path)], env=served,
                             capture_output=True, text=True, timeout=300, check=False)
     assert "cancelled" in status.stdout, status.stdout + status.stderr
 
+    data["hosts"] = [h for h in data["hosts"] if h["host"] != NATIVE]  # its ten minutes
+    path.write_text(yaml.safe_dump(data))
     again = deployment_run(served, path, watch=True)
     assert flow_run(served, again.stdout + again.stderr)["state"]["type"] == "COMPLETED", \
         again.stdout[-3000:]
     assert _runs_on(store, "h3")[0].attempt == finished_h3.attempt  # kept, not repeated
     resumed = _runs_on(store, "h2")[0]
-    assert resumed.attempt == cancelled.attempt + 1 and resumed.state == "finished"
+    assert resumed.attempt == 2 and resumed.state == "finished", resumed
+
+
+def _final_state(env: dict[str, str], run_id: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        reply = requests.get(f"{env['PREFECT_API_URL']}/flow_runs/{run_id}", timeout=30)
+        state = str(reply.json()["state"]["type"])
+        if state not in ("RUNNING", "CANCELLING") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def _logs(env: dict[str, str], run_id: str) -> list[str]:
+    reply = requests.post(f"{env['PREFECT_API_URL']}/logs/filter", timeout=30,
+                          json={"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})
+    reply.raise_for_status()
+    return [str(entry["message"]) for entry in reply.json()]
+
+
+def _no_overlap(records: list[RunRecord]) -> None:
+    intervals = sorted((r.started_at, r.finished_at, r.spec.label) for r in records)
+    for (_, end, label), (start, _, other) in itertools.pairwise(intervals):
+        assert end is not None and end <= start, (label, other, intervals)
+
+
+def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
+        served: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
+        tmp_path: Path) -> None:
+    analyzer = f"sim-turns-{uuid.uuid4().hex[:6]}"
+    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path, {"local": analyzer},
+                               extra=[{"name": analyzer, "model": "WT310E", "resource": "sim",
+                                       "host": "local", "port": free_port()}])
+    names = {"full": "turns-full", "nightly": "turns-nightly"}
+    paths = {}
+    for deployment, name in names.items():
+        (tmp_path / deployment).mkdir()
+        paths[deployment] = write_campaign(tmp_path / deployment, name, inventory, ["local"],
+                                           accuracy=False, power=True)
+    starts = {d: subprocess.Popen(
+        [str(BIN / "prefect"), "deployment", "run", f"submission/{d}", "--params",
+         json.dumps({"campaign_file": str(p)}), "--watch", "--watch-timeout", "600"],
+        env=served, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for d, p in paths.items()}  # the same moment
+    try:
+        outputs = {d: p.communicate(timeout=700)[0] for d, p in starts.items()}
+    finally:
+        local = open_host(lab_inventory.host("local"))
+        daemon = local.find_detached(f"power-daemon-{analyzer}")
+        if daemon is not None:
+            stop_daemon(local, daemon)
+        local.close()
+    runs = {d: flow_run(served, out) for d, out in outputs.items()}
+    assert {d: r["state"]["type"] for d, r in runs.items()} == \
+        {"full": "COMPLETED", "nightly": "COMPLETED"}, outputs
+    records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
+    assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
+    _no_overlap(records)  # one run at a time on host local
+    _no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and on the analyzer
+
+    waits = [line for r in runs.values() for line in _logs(served, r["id"])
+             if "waiting: host:local is held by flow run '" in line]
+    assert waits, "two campaigns started together on one host, and neither waited"
+    other = {runs["full"]["id"]: runs["nightly"], runs["nightly"]["id"]: runs["full"]}
+    for line in waits:  # each names the other campaign's flow run, by name and id
+        assert any(f"'{r['name']}' ({r['id']})" in line for r in other.values()), line
+    listed = subprocess.run([str(BIN / "prefect"), "global-concurrency-limit", "ls"],
+                            env={**served, "COLUMNS": "250"}, capture_output=True, text=True,
+                            timeout=120, check=True).stdout
+    for limit in ("host:local", f"analyzer:{analyzer}", "campaign:turns-full",
+                  "campaign:turns-nightly"):
+        assert limit in listed, listed
