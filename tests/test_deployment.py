@@ -1,14 +1,17 @@
 """`prefect deployment run submission/full` against a real local Prefect server and `subrun serve`,
-on two lab hosts in short mode; the tree it leaves passes the prechecks."""
+on two lab hosts in short mode; the tree it leaves passes the prechecks. The same deployments on a
+work pool with two process workers: two campaigns sharing a host and its analyzer take turns."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +20,15 @@ import requests
 
 from bench.campaign import load_campaign
 from bench.rules import load_rules
+from bench.run import RunKind, RunRecord
+from bench.store import RunStore
+from lab.config import Inventory
+from lab.transport import open_host
+from power.service import stop_daemon
 from submission.precheck import precheck
 from tests.support.campaigns import write_campaign
 from tests.support.official_power import free_port
+from tests.support.power_inventory import with_analyzers
 
 pytestmark = pytest.mark.lab
 BIN = Path(sys.executable).parent
@@ -95,28 +104,64 @@ def test_serve_without_a_server_says_what_to_do(tmp_path: Path) -> None:
     assert "prefect server start" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_same_deployments_on_a_work_pool_with_one_worker(server_env: dict[str, str],
-                                                         lab_dir: Path, tmp_path: Path) -> None:
+def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
+        server_env: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
+        tmp_path: Path) -> None:
+    """Two process workers on one work pool, two campaigns on host h2 and one analyzer,
+    submitted at the same moment: whichever worker takes which flow run, the runs never overlap
+    on the host, the power runs never overlap on the analyzer, and both campaigns pass."""
     env = {**server_env, "PREFECT_WORKER_QUERY_SECONDS": "2"}
     subprocess.run([str(BIN / "prefect"), "work-pool", "create", "lab-pool", "--type",
                     "process"], env=env, check=True, capture_output=True, timeout=120)
     deployed = subprocess.run([str(BIN / "subrun"), "deploy", "--pool", "lab-pool"], env=env,
                               capture_output=True, text=True, timeout=300, check=False)
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "lab-pool",
-                               "--type", "process"], env=env,
-                              stdout=(tmp_path / "worker.log").open("w"),
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    analyzer = f"sim-pool-{uuid.uuid4().hex[:6]}"
+    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path, {"h2": analyzer},
+                               extra=[{"name": analyzer, "model": "WT310E", "resource": "sim",
+                                       "host": "local", "port": free_port()}])
+    paths = {}
+    for deployment in ("full", "nightly"):
+        (tmp_path / deployment).mkdir()
+        paths[deployment] = write_campaign(tmp_path / deployment, f"pool-{deployment}",
+                                           inventory, ["h2"], accuracy=False, power=True,
+                                           scenarios=("Offline",))
+    workers = [subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "lab-pool",
+                                 "--type", "process", "--name", f"w{i}"], env=env,
+                                stdout=(tmp_path / f"worker{i}.log").open("w"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+               for i in (1, 2)]
     try:
-        path = write_campaign(tmp_path, "pooled", lab_dir / "hosts.yaml", ["h2"],
-                              accuracy=False)
-        run = subprocess.run(
-            [str(BIN / "prefect"), "deployment", "run", "submission/full", "--params",
-             json.dumps({"campaign_file": str(path)}), "--watch", "--watch-timeout", "600"],
-            env=env, capture_output=True, text=True, timeout=700, check=False)
-        assert run.returncode == 0, run.stdout[-3000:] + (tmp_path / "worker.log").read_text()[
-            -5000:]
+        starts = {d: subprocess.Popen(
+            [str(BIN / "prefect"), "deployment", "run", f"submission/{d}", "--params",
+             json.dumps({"campaign_file": str(p)}), "--watch", "--watch-timeout", "600"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for d, p in paths.items()}  # the same moment
+        ended = {d: p.communicate(timeout=700) for d, p in starts.items()}
+        logs = "".join((tmp_path / f"worker{i}.log").read_text()[-3000:] for i in (1, 2))
+        for d, p in starts.items():
+            assert p.returncode == 0, (d, ended[d][0][-3000:], logs)
     finally:
-        stop_group(worker)
-    store_runs = list((load_campaign(path).store_dir).glob("*/attempt-1/run.json"))
-    assert len(store_runs) == 1
+        for worker in workers:
+            stop_group(worker)
+        local = open_host(lab_inventory.host("local"))
+        daemon = local.find_detached(f"power-daemon-{analyzer}")
+        if daemon is not None:
+            stop_daemon(local, daemon)
+        local.close()
+    records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
+    assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
+    assert_no_overlap(records)  # one run at a time on host h2
+    assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and the analyzer
+    listed = subprocess.run([str(BIN / "prefect"), "global-concurrency-limit", "ls"],
+                            env={**env, "COLUMNS": "250"}, capture_output=True, text=True,
+                            timeout=120, check=True).stdout
+    for limit in ("host:h2", f"analyzer:{analyzer}"):
+        assert limit in listed, listed
+
+
+def assert_no_overlap(records: list[RunRecord]) -> None:
+    """No two records' [start, end] intervals overlap."""
+    intervals = sorted((r.started_at, r.finished_at, r.spec.label) for r in records)
+    for (_, end, label), (start, _, other) in itertools.pairwise(intervals):
+        assert end is not None and end <= start, (label, other, intervals)

@@ -6,7 +6,6 @@ one host take turns on it and on its analyzer, run by run, and both pass."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import subprocess
@@ -29,7 +28,13 @@ from power.service import stop_daemon
 from tests.support.campaigns import write_campaign
 from tests.support.official_power import free_port
 from tests.support.power_inventory import with_analyzers
-from tests.test_deployment import BIN, server_env, stop_group, wait_for_deployment  # noqa: F401
+from tests.test_deployment import (  # noqa: F401 (server_env: the imported fixture)
+    BIN,
+    assert_no_overlap,
+    server_env,
+    stop_group,
+    wait_for_deployment,
+)
 
 pytestmark = pytest.mark.lab
 UUID = re.compile(r"UUID:\s*([0-9a-f-]{36})")
@@ -195,12 +200,6 @@ def _logs(env: dict[str, str], run_id: str) -> list[str]:
     return [str(entry["message"]) for entry in reply.json()]
 
 
-def _no_overlap(records: list[RunRecord]) -> None:
-    intervals = sorted((r.started_at, r.finished_at, r.spec.label) for r in records)
-    for (_, end, label), (start, _, other) in itertools.pairwise(intervals):
-        assert end is not None and end <= start, (label, other, intervals)
-
-
 def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
         served: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
         tmp_path: Path) -> None:
@@ -232,8 +231,8 @@ def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
         {"full": "COMPLETED", "nightly": "COMPLETED"}, outputs
     records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
     assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
-    _no_overlap(records)  # one run at a time on host local
-    _no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and on the analyzer
+    assert_no_overlap(records)  # one run at a time on host local
+    assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and on the analyzer
 
     waits = [line for r in runs.values() for line in _logs(served, r["id"])
              if "waiting: host:local is held by flow run '" in line]
