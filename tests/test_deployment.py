@@ -23,12 +23,10 @@ from bench.rules import load_rules
 from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from lab.config import Inventory
-from lab.transport import open_host
-from power.service import stop_daemon
 from submission.precheck import precheck
 from tests.support.campaigns import write_campaign
 from tests.support.official_power import free_port
-from tests.support.power_inventory import with_analyzers
+from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
 pytestmark = pytest.mark.lab
 BIN = Path(sys.executable).parent
@@ -144,11 +142,7 @@ def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
     finally:
         for worker in workers:
             stop_group(worker)
-        local = open_host(lab_inventory.host("local"))
-        daemon = local.find_detached(f"power-daemon-{analyzer}")
-        if daemon is not None:
-            stop_daemon(local, daemon)
-        local.close()
+        stop_lab_daemon(lab_inventory, analyzer)
     records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
     assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
     assert_no_overlap(records)  # one run at a time on host h2

@@ -24,10 +24,9 @@ from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from lab.config import Inventory, load_inventory
 from lab.transport import open_host
-from power.service import stop_daemon
 from tests.support.campaigns import write_campaign
 from tests.support.official_power import free_port
-from tests.support.power_inventory import with_analyzers
+from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 from tests.test_deployment import (  # noqa: F401 (server_env: the imported fixture)
     BIN,
     assert_no_overlap,
@@ -221,11 +220,7 @@ def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
     try:
         outputs = {d: p.communicate(timeout=700)[0] for d, p in starts.items()}
     finally:
-        local = open_host(lab_inventory.host("local"))
-        daemon = local.find_detached(f"power-daemon-{analyzer}")
-        if daemon is not None:
-            stop_daemon(local, daemon)
-        local.close()
+        stop_lab_daemon(lab_inventory, analyzer)
     runs = {d: flow_run(served, out) for d, out in outputs.items()}
     assert {d: r["state"]["type"] for d, r in runs.items()} == \
         {"full": "COMPLETED", "nightly": "COMPLETED"}, outputs

@@ -17,11 +17,9 @@ from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from flows import progress
 from lab.config import Inventory
-from lab.transport import open_host
 from power.metric import parse_spl
-from power.service import stop_daemon
 from tests.support.campaigns import write_campaign
-from tests.support.power_inventory import with_analyzers
+from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
 pytestmark = pytest.mark.lab
 
@@ -92,11 +90,7 @@ def test_each_host_is_read_from_its_own_analyzer(prefect_api: None, lab_dir: Pat
     try:
         state = submission(campaign_file=str(path), return_state=True)
     finally:
-        local = open_host(lab_inventory.host("local"))
-        handle = local.find_detached(f"power-daemon-{heavy}")
-        if handle is not None:
-            stop_daemon(local, handle)
-        local.close()
+        stop_lab_daemon(lab_inventory, heavy)
     assert state.is_completed(), state.message
     store = RunStore(load_campaign(path).store_dir)
     watts = {r.spec.host: r.verdict.metrics["power_w"] for r in store.runs()

@@ -8,6 +8,10 @@ from typing import Any
 
 import yaml
 
+from lab.config import Inventory
+from lab.transport import open_host
+from power.service import stop_daemon
+
 
 def with_analyzers(lab_inventory: Path, folder: Path, analyzers: dict[str, str],
                    extra: list[dict[str, Any]] | None = None) -> Path:
@@ -21,3 +25,14 @@ def with_analyzers(lab_inventory: Path, folder: Path, analyzers: dict[str, str],
     path = folder / "hosts.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def stop_lab_daemon(inventory: Inventory, analyzer: str) -> None:
+    """Stop the daemon a test's own analyzer started on the lab's host `local`, if it runs."""
+    local = open_host(inventory.host("local"))
+    try:
+        daemon = local.find_detached(f"power-daemon-{analyzer}")
+        if daemon is not None:
+            stop_daemon(local, daemon)
+    finally:
+        local.close()
