@@ -1,12 +1,14 @@
 """`prefect deployment run submission/full` against a real local Prefect server and `subrun serve`,
 on two lab hosts in short mode; the tree it leaves passes the prechecks. The same deployments on a
-work pool with two process workers: two campaigns sharing a host and its analyzer take turns."""
+work pool with two process workers: full and nightly campaigns sharing a host and its analyzer
+take turns, and a waiting run names the flow run that holds the host."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -30,6 +33,7 @@ from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
 pytestmark = pytest.mark.lab
 BIN = Path(sys.executable).parent
+UUID = re.compile(r"UUID:\s*([0-9a-f-]{36})")
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +74,22 @@ def wait_for_deployment(api_url: str, name: str, timeout_s: float = 120) -> None
     raise AssertionError(f"deployment {name} never registered")
 
 
+def flow_run(env: dict[str, str], output: str) -> dict[str, Any]:
+    """The flow run whose id `prefect deployment run` printed."""
+    found = UUID.search(output)
+    assert found, output
+    reply = requests.get(f"{env['PREFECT_API_URL']}/flow_runs/{found.group(1)}", timeout=30)
+    reply.raise_for_status()
+    return dict(reply.json())
+
+
+def flow_run_logs(env: dict[str, str], run_id: str) -> list[str]:
+    reply = requests.post(f"{env['PREFECT_API_URL']}/logs/filter", timeout=30,
+                          json={"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})
+    reply.raise_for_status()
+    return [str(entry["message"]) for entry in reply.json()]
+
+
 def test_deployment_run_full_on_two_hosts(server_env: dict[str, str], lab_dir: Path,
                                           tmp_path: Path) -> None:
     serve = subprocess.Popen([str(BIN / "subrun"), "serve"], env=server_env,
@@ -105,9 +125,10 @@ def test_serve_without_a_server_says_what_to_do(tmp_path: Path) -> None:
 def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
         server_env: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
         tmp_path: Path) -> None:
-    """Two process workers on one work pool, two campaigns on host h2 and one analyzer,
-    submitted at the same moment: whichever worker takes which flow run, the runs never overlap
-    on the host, the power runs never overlap on the analyzer, and both campaigns pass."""
+    """Two process workers on one work pool, submission/full and submission/nightly on host h2
+    and one analyzer, submitted at the same moment: whichever worker takes which flow run, the
+    runs never overlap on the host, the power runs never overlap on the analyzer, a waiting run
+    names the flow run holding the host, and both campaigns pass."""
     env = {**server_env, "PREFECT_WORKER_QUERY_SECONDS": "2"}
     subprocess.run([str(BIN / "prefect"), "work-pool", "create", "lab-pool", "--type",
                     "process"], env=env, check=True, capture_output=True, timeout=120)
@@ -139,6 +160,7 @@ def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
         logs = "".join((tmp_path / f"worker{i}.log").read_text()[-3000:] for i in (1, 2))
         for d, p in starts.items():
             assert p.returncode == 0, (d, ended[d][0][-3000:], logs)
+        runs = {d: flow_run(env, out) for d, (out, _) in ended.items()}
     finally:
         for worker in workers:
             stop_group(worker)
@@ -147,10 +169,19 @@ def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
     assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
     assert_no_overlap(records)  # one run at a time on host h2
     assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and the analyzer
+    assert {d: r["state"]["type"] for d, r in runs.items()} == \
+        {"full": "COMPLETED", "nightly": "COMPLETED"}, runs
+    waits = [line for r in runs.values() for line in flow_run_logs(env, r["id"])
+             if "waiting: host:h2 is held by flow run '" in line]
+    assert waits, "two campaigns started together on one host, and neither waited"
+    other = {runs["full"]["id"]: runs["nightly"], runs["nightly"]["id"]: runs["full"]}
+    for line in waits:  # each names the other campaign's flow run, by name and id
+        assert any(f"'{r['name']}' ({r['id']})" in line for r in other.values()), line
     listed = subprocess.run([str(BIN / "prefect"), "global-concurrency-limit", "ls"],
                             env={**env, "COLUMNS": "250"}, capture_output=True, text=True,
                             timeout=120, check=True).stdout
-    for limit in ("host:h2", f"analyzer:{analyzer}"):
+    for limit in ("host:h2", f"analyzer:{analyzer}", "campaign:pool-full",
+                  "campaign:pool-nightly"):
         assert limit in listed, listed
 
 

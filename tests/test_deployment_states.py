@@ -1,42 +1,35 @@
 """Deployment runs on a real local Prefect server with `subrun serve`: a campaign with a failing
 run ends Failed naming it; a cancelled flow run stops its runs in flight (a container and a
 native process) within 15 s, records them `cancelled`, and the next deployment run finishes the
-campaign keeping every finished run; submission/full and submission/nightly started together on
-one host take turns on it and on its analyzer, run by run, and both pass."""
+campaign keeping every finished run. (Two campaigns taking turns on one host: test_deployment.)"""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 import yaml
 
 from bench.campaign import load_campaign
-from bench.run import RunKind, RunRecord
+from bench.run import RunRecord
 from bench.store import RunStore
 from lab.config import Inventory, load_inventory
 from lab.transport import open_host
 from tests.support.campaigns import write_campaign
-from tests.support.official_power import free_port
-from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 from tests.test_deployment import (  # noqa: F401 (server_env: the imported fixture)
     BIN,
-    assert_no_overlap,
+    flow_run,
     server_env,
     stop_group,
     wait_for_deployment,
 )
 
 pytestmark = pytest.mark.lab
-UUID = re.compile(r"UUID:\s*([0-9a-f-]{36})")
 NATIVE = "h2-native"
 
 
@@ -60,14 +53,6 @@ def deployment_run(env: dict[str, str], campaign: Path, *, watch: bool
     return subprocess.run([str(BIN / "prefect"), "deployment", "run", "submission/full",
                            "--params", json.dumps({"campaign_file": str(campaign)}), *watching],
                           env=env, capture_output=True, text=True, timeout=1000, check=False)
-
-
-def flow_run(env: dict[str, str], output: str) -> dict[str, Any]:
-    found = UUID.search(output)
-    assert found, output
-    reply = requests.get(f"{env['PREFECT_API_URL']}/flow_runs/{found.group(1)}", timeout=30)
-    reply.raise_for_status()
-    return dict(reply.json())
 
 
 def test_deployment_run_with_a_failing_run_ends_failed_naming_it(
@@ -190,54 +175,3 @@ def _final_state(env: dict[str, str], run_id: str) -> str:
         if state not in ("RUNNING", "CANCELLING") or time.monotonic() > deadline:
             return state
         time.sleep(0.5)
-
-
-def _logs(env: dict[str, str], run_id: str) -> list[str]:
-    reply = requests.post(f"{env['PREFECT_API_URL']}/logs/filter", timeout=30,
-                          json={"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})
-    reply.raise_for_status()
-    return [str(entry["message"]) for entry in reply.json()]
-
-
-def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
-        served: dict[str, str], lab_dir: Path, lab_inventory: Inventory,
-        tmp_path: Path) -> None:
-    analyzer = f"sim-turns-{uuid.uuid4().hex[:6]}"
-    inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path, {"local": analyzer},
-                               extra=[{"name": analyzer, "model": "WT310E", "resource": "sim",
-                                       "host": "local", "port": free_port()}])
-    names = {"full": "turns-full", "nightly": "turns-nightly"}
-    paths = {}
-    for deployment, name in names.items():
-        (tmp_path / deployment).mkdir()
-        paths[deployment] = write_campaign(tmp_path / deployment, name, inventory, ["local"],
-                                           accuracy=False, power=True)
-    starts = {d: subprocess.Popen(
-        [str(BIN / "prefect"), "deployment", "run", f"submission/{d}", "--params",
-         json.dumps({"campaign_file": str(p)}), "--watch", "--watch-timeout", "600"],
-        env=served, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for d, p in paths.items()}  # the same moment
-    try:
-        outputs = {d: p.communicate(timeout=700)[0] for d, p in starts.items()}
-    finally:
-        stop_lab_daemon(lab_inventory, analyzer)
-    runs = {d: flow_run(served, out) for d, out in outputs.items()}
-    assert {d: r["state"]["type"] for d, r in runs.items()} == \
-        {"full": "COMPLETED", "nightly": "COMPLETED"}, outputs
-    records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
-    assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
-    assert_no_overlap(records)  # one run at a time on host local
-    assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and on the analyzer
-
-    waits = [line for r in runs.values() for line in _logs(served, r["id"])
-             if "waiting: host:local is held by flow run '" in line]
-    assert waits, "two campaigns started together on one host, and neither waited"
-    other = {runs["full"]["id"]: runs["nightly"], runs["nightly"]["id"]: runs["full"]}
-    for line in waits:  # each names the other campaign's flow run, by name and id
-        assert any(f"'{r['name']}' ({r['id']})" in line for r in other.values()), line
-    listed = subprocess.run([str(BIN / "prefect"), "global-concurrency-limit", "ls"],
-                            env={**served, "COLUMNS": "250"}, capture_output=True, text=True,
-                            timeout=120, check=True).stdout
-    for limit in ("host:local", f"analyzer:{analyzer}", "campaign:turns-full",
-                  "campaign:turns-nightly"):
-        assert limit in listed, listed
