@@ -170,7 +170,10 @@ def build_arguments(spec: ImageSpec, base: str) -> list[str]:
 
 
 def find_images_dir(start: Path | None = None) -> Path:
-    """The images/ folder of this checkout."""
+    """The benchmarks' folder: $SUBRUN_IMAGES_DIR when set (a lab's own benchmarks, kept in its
+    own repository), else the images/ folder of this checkout."""
+    if start is None and os.environ.get("SUBRUN_IMAGES_DIR"):
+        return Path(os.environ["SUBRUN_IMAGES_DIR"])
     return (start or Path(__file__).resolve().parent.parent) / "images"
 
 

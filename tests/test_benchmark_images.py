@@ -16,7 +16,7 @@ from lab.config import Inventory, Mount
 from lab.docker import ContainerSpec, Engine
 from lab.errors import ImageError
 from lab.provision import ProvisionResult, provision
-from tests.support import tiny_resnet
+from testkit import tiny_resnet
 from tests.support.lab_images import OFFLINE, lab_engine
 
 pytestmark = pytest.mark.lab

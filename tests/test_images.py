@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.manifest import list_benchmarks, load_manifest
 from lab.config import Inventory
 from lab.errors import ImageError
-from lab.images import build_context, content_tag, wheel_platforms
+from lab.images import build_context, content_tag, find_images_dir, wheel_platforms
 from lab.provision import ProvisionOptions, provision
 from lab.ship import saved_archive
 from tests.support.lab_images import (
@@ -48,6 +49,21 @@ def test_build_context_is_stable_and_carries_wheels(tmp_path: Path) -> None:
         names = tar.getnames()
         assert {m.mtime for m in tar.getmembers()} == {0}
     assert names == ["Dockerfile", "marker.txt", "wheels", "wheels/demo-1.0-py3-none-any.whl"]
+
+
+def test_benchmarks_come_from_subrun_images_dir_when_set(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = find_images_dir()
+    own = tmp_path / "our-benchmarks"
+    (own / "digits").mkdir(parents=True)
+    text = (shipped / "digits" / "benchmark.yaml").read_text()
+    (own / "digits" / "benchmark.yaml").write_text(
+        text.replace("dataset_size: 50000", "dataset_size: 4000"))
+    monkeypatch.setenv("SUBRUN_IMAGES_DIR", str(own))
+    assert find_images_dir() == own and list_benchmarks() == ["digits"]
+    assert load_manifest("digits").dataset_size == 4000
+    monkeypatch.delenv("SUBRUN_IMAGES_DIR")
+    assert find_images_dir() == shipped and load_manifest("digits").dataset_size == 50000
 
 
 def test_wheel_platforms_widen_manylinux() -> None:

@@ -63,6 +63,7 @@ def write_dataset(folder: Path, count: int = 48, wrong_every: int = 4) -> int:
         base = COLOURS[colour]
         image = Image.new("RGB", (width, height), base)
         pixels = image.load()
+        assert pixels is not None  # a new in-memory image always has pixels
         for _ in range(200):  # some noise, so decoding and resizing have work to do
             x, y = rng.randrange(width), rng.randrange(height)
             pixels[x, y] = tuple(min(255, max(0, c + rng.randint(-40, 40))) for c in base)
