@@ -31,9 +31,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A real Prefect API for the flows of one test module (Prefect's own test harness)."""
+    """A real Prefect API for the flows of the tests (Prefect's own test harness), started once:
+    its start costs 15-30 s. Tests name their campaigns, slots and events apart, so they share
+    it."""
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
     from prefect.testing.utilities import prefect_test_harness

@@ -29,7 +29,7 @@ def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
                                                      tmp_path: Path) -> None:
     campaign = f"cancel-me-{uuid.uuid4().hex[:6]}"  # unique: the lab hosts are shared
     target = provisioned_target(lab_inventory, "h2", campaign=campaign)
-    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 20_000)
+    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 8_000)
     store = RunStore(tmp_path / "store")
     # what a killed flow leaves behind: an attempt marked running, its container going on
     record = store.start_attempt(run.spec)
