@@ -39,11 +39,8 @@ def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[Ru
 
 
 def _handles(target: RunTarget, record: RunRecord) -> list[RunHandle]:
-    names = [record]
-    if record.spec.kind is RunKind.POWER:
-        names += [record.model_copy(update={"key": f"{record.key}-{phase}"})
-                  for phase in POWER_PHASES]
-    return [h for h in (remote.find(target, r) for r in names) if h is not None]
+    phases = ("", *POWER_PHASES) if record.spec.kind is RunKind.POWER else ("",)
+    return [h for h in (remote.find(target, record, p) for p in phases) if h is not None]
 
 
 def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:

@@ -1,7 +1,8 @@
 """Where a campaign stands: each planned run done, running, failed or pending, and the ETA.
 
-Runs are matched to the run store by what they are (host, benchmark, scenario, kind, round and
-mode), so the matrix is right before images are bound and across re-runs with new settings.
+Runs are matched to the run store by what they are (their `RunId`: host, benchmark, scenario,
+kind), among the records of the plan's round and mode, so the matrix is right before images are
+bound and across re-runs with new settings.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bench.plan import Plan, PlannedRun
-from bench.run import RunRecord, RunSpec
+from bench.run import RunId, RunRecord, RunSpec
 from bench.store import RunStore
 from bench.submitted import standing
-
-Identity = tuple[str, str, str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -33,22 +32,23 @@ class RunStatus:
         return f"attempt {self.record.attempt}"
 
 
-def identity(spec: RunSpec) -> Identity:
-    return (spec.host, spec.benchmark, spec.scenario.value, spec.kind.value, spec.round,
-            spec.mode.value)
-
-
 def campaign_status(plan: Plan, store: RunStore) -> list[RunStatus]:
     """The state of every planned run: an attempt in progress, else the attempt that stands
     (bench.submitted), else the latest one."""
-    grouped: dict[Identity, list[RunRecord]] = {}
+    grouped: dict[tuple[RunId, str, str], list[RunRecord]] = {}
     for record in store.runs():
-        grouped.setdefault(identity(record.spec), []).append(record)
-    shown: dict[Identity, RunRecord] = {}
+        grouped.setdefault(_of_terms(record.spec), []).append(record)
+    shown: dict[tuple[RunId, str, str], RunRecord] = {}
     for key, records in grouped.items():
         latest = max(records, key=lambda r: (r.started_at, r.attempt))
         shown[key] = latest if latest.state == "running" else standing(records) or latest
-    return [_status(run, shown.get(identity(run.spec))) for run in plan.runs]
+    return [_status(run, shown.get(_of_terms(run.spec))) for run in plan.runs]
+
+
+def _of_terms(spec: RunSpec) -> tuple[RunId, str, str]:
+    """The run, under the round and mode it ran in: a short run never stands for a
+    submission one."""
+    return (spec.run, spec.round, spec.mode.value)
 
 
 def _status(run: PlannedRun, record: RunRecord | None) -> RunStatus:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bench.run import RunKind, RunRecord, RunSpec, Scenario
+from bench.run import RunId, RunRecord, RunSpec
 from bench.submitted import standing
 
 
@@ -80,22 +80,14 @@ class BenchmarkInput:
     command: Callable[[RunSpec], str] | None = None  # the exact command line that ran a spec
 
 
-RunLabel = tuple[str, str, str, Scenario, RunKind]  # host, benchmark, model, scenario, kind
-
-
-def run_label(spec: RunSpec) -> RunLabel:
-    """What makes runs "the same run" across attempts and re-runs with new settings."""
-    return (spec.host, spec.benchmark, spec.model, spec.scenario, spec.kind)
-
-
 def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True) -> list[StoredRun]:
     """The standing attempt of each run (bench.submitted: a performance run's best passing
     measurement, any other run's latest passing attempt), or with passing_only=False the latest
     attempt whatever its verdict; in a stable order."""
-    groups: dict[RunLabel, list[StoredRun]] = {}
+    groups: dict[RunId, list[StoredRun]] = {}
     for run in runs:
-        groups.setdefault(run_label(run.spec), []).append(run)
-    chosen: dict[RunLabel, StoredRun] = {}
+        groups.setdefault(run.spec.run, []).append(run)
+    chosen: dict[RunId, StoredRun] = {}
     for label, group in groups.items():
         if passing_only:
             record = standing(r.record for r in group)

@@ -24,7 +24,7 @@ from bench.plan import PlannedRun, make_plan
 from bench.rules import load_rules
 from bench.run import RunKind, Scenario
 from bench.store import RunStore
-from bench.target import RunTarget, remote_run_dir, run_id
+from bench.target import RunTarget, remote_run_dir
 from lab.config import Inventory
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
@@ -91,7 +91,7 @@ def test_performance_run_is_judged_stored_and_never_repeated(h2_target: RunTarge
     assert (again.attempt, again.files, again.finished_at) == (record.attempt, record.files,
                                                                record.finished_at)
     assert len(store.attempts(record.key)) == 1
-    assert not h2_target.host.exists(remote_run_dir(h2_target, run_id(h2_target, record)))
+    assert not h2_target.host.exists(remote_run_dir(h2_target, record.id.name(h2_target.campaign)))
 
 
 def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Path) -> None:
