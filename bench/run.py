@@ -20,9 +20,9 @@ import hashlib
 import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 RUN_MOUNT = "/subrun/run"
 OUTPUT_DIR = "output"
@@ -61,6 +61,27 @@ class RunKind(StrEnum):
     def loadgen_mode(self) -> str:
         """The LoadGen test mode the harness is started in."""
         return "AccuracyOnly" if self is RunKind.ACCURACY else "PerformanceOnly"
+
+
+class RunState(StrEnum):
+    """Where a run stands: one vocabulary for run.json, the flow, its events and `subrun status`.
+
+    An attempt is stored running, then ends finished (collected and judged: whether it passed
+    is `bench.submitted.passed`), failed (ended before it could be judged), lost (opened but
+    never started) or cancelled (stopped with its campaign; it runs again). A planned run with
+    no attempt yet is pending, which is never stored."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended_unjudged(self) -> bool:
+        """Ended without a verdict and so to be run again: lost or cancelled."""
+        return self in (RunState.LOST, RunState.CANCELLED)
 
 
 class Mode(StrEnum):
@@ -153,7 +174,9 @@ class Verdict(BaseModel):
     checks: list[Check] = Field(default_factory=list)
     reason: str = ""  # plain words, empty when passed
     fix: str = ""  # a suggested remedy, when one is known
-    retry_settings: dict[str, Setting] | None = None  # settings for an automatic re-run
+    # settings for an automatic re-run (run.json of older stores spells it retry_settings)
+    rerun_settings: dict[str, Setting] | None = Field(
+        default=None, validation_alias=AliasChoices("rerun_settings", "retry_settings"))
     metrics: dict[str, float] = Field(default_factory=dict)
     submittable: bool = True  # False for short-mode runs
 
@@ -164,7 +187,7 @@ class RunRecord(BaseModel):
     spec: RunSpec  # as it ran: a re-run's settings are adjusted
     key: str  # the planned run's key (its spec's key, before any re-run adjusted the settings)
     attempt: int
-    state: Literal["running", "finished", "failed", "lost", "cancelled"]
+    state: RunState  # never PENDING
     started_at: datetime
     finished_at: datetime | None = None
     exit_status: int | None = None

@@ -42,7 +42,7 @@ from lab.native import map_paths
 
 LABEL_CAMPAIGN = "org.subrun.campaign"
 LABEL_SPEC = "org.subrun.spec"
-RunStatus = ContainerStatus  # how an attempt ended, in a container or as a native process
+ProcessEnd = ContainerStatus  # how a harness ended, in a container or as a native process
 
 
 class RunWrap(Protocol):
@@ -124,7 +124,7 @@ class Runner(Protocol):
         """The container or process of rid, running or ended, or None."""
 
     def wait(self, target: RunTarget, process: Container | Detached,
-             timeout_s: float) -> RunStatus:
+             timeout_s: float) -> ProcessEnd:
         """Wait for the end; past the deadline stop it and report it running."""
 
     def stop(self, target: RunTarget, process: Container | Detached, grace_s: float) -> None:
@@ -157,7 +157,7 @@ class ContainerRunner:
         return target.engine.find(rid)
 
     def wait(self, target: RunTarget, process: Container | Detached,
-             timeout_s: float) -> RunStatus:
+             timeout_s: float) -> ProcessEnd:
         assert isinstance(process, Container)
         status = target.engine.wait(process, timeout_s=timeout_s)
         if status.running:
@@ -236,7 +236,7 @@ def find(target: RunTarget, record: RunRecord, phase: str = "") -> RunHandle | N
     return RunHandle(rid, process) if process is not None else None
 
 
-def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> RunStatus:
+def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> ProcessEnd:
     """Wait for the attempt to end; past the deadline it is stopped and reported running."""
     return target.runner.wait(target, handle.process, timeout_s)
 
@@ -264,7 +264,7 @@ def discard(target: RunTarget, handle: RunHandle) -> None:
 
 
 def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: dict[str, str],
-                      out_dir: Path, timeout_s: float) -> RunStatus:
+                      out_dir: Path, timeout_s: float) -> ProcessEnd:
     """Run one phase of an attempt (e.g. a power run's ranging pass) and collect its LoadGen
     logs flat into out_dir; the container or process and its directory are removed afterwards."""
     handle = start(target, record, files, phase)

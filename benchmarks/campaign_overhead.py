@@ -42,6 +42,7 @@ from bench.campaign import load_campaign  # noqa: E402
 from bench.loadgen_log import DetailLog, locate_logs, read_detail  # noqa: E402
 from bench.run import RunRecord  # noqa: E402
 from bench.store import RunStore  # noqa: E402
+from bench.submitted import passed  # noqa: E402
 from bench.target import LABEL_CAMPAIGN  # noqa: E402
 from lab.config import load_inventory  # noqa: E402
 from lab.docker import Engine  # noqa: E402
@@ -164,8 +165,7 @@ def _attempt(record: RunRecord, detail: DetailLog, origin: datetime, started: fl
     at = {action: t - started for action, t in events.items()}  # none for a native run
     marks = (opened, at.get("create", opened), at.get("start", opened), begin,
              begin + loadgen_s, at.get("die", done), at.get("destroy", done), done)
-    passed = record.state == "finished" and bool(record.verdict and record.verdict.passed)
-    return Attempt(record.spec.label, record.spec.host, marks, passed)
+    return Attempt(record.spec.label, record.spec.host, marks, passed(record))
 
 
 def container_events(hosts: list[str], campaign: str, started: float, ended: float

@@ -158,16 +158,16 @@ def status_command(campaign: CampaignArg = None) -> None:
         table.add_column(column)
     for s in statuses:
         spec = s.planned.spec
-        style = STATE_STYLE[s.state]
+        style = STATE_STYLE[s.word]
         table.add_row(spec.host, spec.benchmark, spec.scenario.value, spec.kind.value,
-                      f"[{style}]{s.state}[/]", shown(s.detail))
+                      f"[{style}]{s.word}[/]", shown(s.detail))
     out.print(table)
-    counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
-    busy = {s.planned.spec.host for s in statuses if s.state != "done"}
+    counts = {word: sum(s.word == word for s in statuses) for word in STATE_STYLE}
+    busy = {s.planned.spec.host for s in statuses if not s.passed}
     held = {h: x for h, x in _held_by_others(ctx).items() if h in busy}
     waits = {h: holder.left_s() for h, holder in held.items()}
-    out.print(", ".join(f"{n} {state}" for state, n in counts.items()
-                        if n or state != "cancelled")  # cancelled only after a cancellation
+    out.print(", ".join(f"{n} {word}" for word, n in counts.items()
+                        if n or word != "cancelled")  # cancelled only after a cancellation
               + f"; about {duration(eta_s(ctx.plan, statuses, waits))} left.")
     for note in wait_notes(held):
         out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)

@@ -28,7 +28,7 @@ def run_event(campaign: str, spec: RunSpec, outcome: RunOutcome) -> dict[str, An
                     "host": spec.host, "benchmark": spec.benchmark,
                     "scenario": spec.scenario.value, "kind": spec.kind.value,
                     "metric": found[0] if found else None, "value": found[1] if found else None,
-                    "metrics": outcome.metrics, "state": outcome.state,
+                    "metrics": outcome.metrics, "state": str(outcome.state),
                     "reason": outcome.reason},
     }
 

@@ -17,8 +17,9 @@ from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
-from bench.run import Mode, RunKind, RunRecord
+from bench.run import Mode, RunKind, RunRecord, RunState
 from bench.settle import TargetSet, settle
+from bench.submitted import passed
 from bench.target import RunTarget
 from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
@@ -57,7 +58,7 @@ class RunOutcome:
     label: str
     key: str
     attempt: int
-    state: str
+    state: RunState
     passed: bool
     reason: str
     metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
@@ -247,10 +248,9 @@ def final_outcome(ctx: CampaignContext, planned: PlannedRun) -> RunOutcome | Non
 def outcome(record: RunRecord) -> RunOutcome:
     """The small summary of a record the flow passes around."""
     verdict = record.verdict
-    passed = record.state == "finished" and verdict is not None and verdict.passed
     reason = record.error or (verdict.reason if verdict else "")
-    return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
-                      reason, dict(verdict.metrics) if verdict else {})
+    return RunOutcome(record.spec.label, record.key, record.attempt, record.state,
+                      passed(record), reason, dict(verdict.metrics) if verdict else {})
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]

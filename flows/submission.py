@@ -30,6 +30,7 @@ from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
+from bench.run import RunState
 from flows import events, holders, steps
 from flows.cancellation import CancelWatch
 from flows.context import CampaignContext, load_context, resolve_campaign
@@ -185,7 +186,7 @@ def _cancelled(ctx: CampaignContext, watch: CancelWatch | None) -> State[Any]:
     """The end of a cancelled campaign: a last sweep, then a Cancelled state saying so."""
     if watch is not None:
         watch.cancel_now()
-    stopped = sum(r.state == "cancelled" for r in ctx.store.runs())
+    stopped = sum(r.state == RunState.CANCELLED for r in ctx.store.runs())
     return Cancelled(message=f"campaign {ctx.campaign.name} cancelled: {stopped} run(s) "
                              "recorded cancelled; starting it again runs them, and repeats "
                              "nothing that finished.")
@@ -281,7 +282,7 @@ def _track(ctx: CampaignContext) -> None:
     """Nightly: append to the history, plot trends, and alert on regressions."""
     logger = get_run_logger()
     db = ctx.campaign.output_dir / "history.sqlite"
-    records = [r for r in ctx.store.runs() if r.state == "finished"]
+    records = [r for r in ctx.store.runs() if r.state == RunState.FINISHED]
     record(db, ctx.campaign.name, records)
     plot_trends(db, ctx.campaign.output_dir / "trends")
     for regression in events.emit_regressions(ctx.campaign.name, db):

@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bench.run import RunId, RunRecord, RunSpec
-from bench.submitted import standing
+from bench.submitted import passed, standing
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,8 @@ class StoredRun:
 
     @property
     def passed(self) -> bool:
-        """Finished with a passing verdict."""
-        verdict = self.record.verdict
-        return self.record.state == "finished" and verdict is not None and verdict.passed
+        """Did this attempt pass (bench.submitted.passed)."""
+        return passed(self.record)
 
     def file(self, name: str) -> Path | None:
         """The stored file called name (a relative path, or a bare file name found anywhere)."""

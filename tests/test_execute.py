@@ -197,7 +197,7 @@ def test_invalid_offline_run_is_rerun_with_the_proposed_qps(h2_target: RunTarget
     attempts = store.attempts(run.spec.key)
     first = attempts[0]
     assert first.verdict is not None and not first.verdict.passed
-    assert "INVALID" in first.verdict.reason and first.verdict.retry_settings
+    assert "INVALID" in first.verdict.reason and first.verdict.rerun_settings
     assert len(attempts) == 2 and record.attempt == 2 and record.key == run.spec.key
     assert record.spec.settings["*.Offline.target_qps"] > 50
 

@@ -53,6 +53,6 @@ def test_a_rerun_stays_one_run_in_store_status_and_tree(tmp_path: Path) -> None:
     again = store.record(first.key, 2)
     assert again.id == AttemptId(perf.spec.key, 2) and again.run == perf.spec.run
     assert again.spec.key != again.key  # the re-run's inputs hash differs; its key does not
-    assert [s.state for s in campaign_status(plan, store)] == ["done"]
+    assert [s.word for s in campaign_status(plan, store)] == ["done"]
     stored = [StoredRun(r, store.path(*r.id)) for r in store.attempts(first.key)]
     assert [r.record.id for r in latest_attempts(stored)] == [again.id]
