@@ -299,7 +299,7 @@ def main() -> None:
     print(f"warm-up campaign {warm.name} (provision, Prefect database, Offline throughput) ...",
           flush=True)
     _, warm_s = subrun_run(warm, prefect_home, work / "warmup.log")
-    rates = offline_rates(RunStore(load_campaign(warm).store_dir))
+    rates = offline_rates(RunStore(load_campaign(warm).paths.store))
     print(f"  {warm_s:.1f} s; Offline samples/s: "
           + ", ".join(f"{h} {r:.0f}" for h, r in sorted(rates.items())))
 
@@ -309,7 +309,7 @@ def main() -> None:
           f"{args.seconds:g} s{', with accuracy runs' if args.accuracy else ''} ...", flush=True)
     started, wall_s = subrun_run(timed, prefect_home, work / "timed.log")
     containers = container_events(args.hosts, timed.stem, started, started + wall_s)
-    runs = attempts(RunStore(load_campaign(timed).store_dir), started, containers)
+    runs = attempts(RunStore(load_campaign(timed).paths.store), started, containers)
     summed = print_hosts(runs, wall_s)
     print_runs(runs)
     print_breakdown(runs, log_events(work / "timed.log", started), wall_s)

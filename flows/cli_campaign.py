@@ -153,7 +153,7 @@ def status_command(campaign: CampaignArg = None) -> None:
 
     ctx = _load(campaign)
     statuses = guarded(lambda: campaign_status(ctx.plan, ctx.store))  # a corrupt run.json
-    table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.store_dir})")
+    table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.paths.store})")
     for column in ("host", "benchmark", "scenario", "run", "state", "detail"):
         table.add_column(column)
     for s in statuses:

@@ -152,7 +152,7 @@ def describe(ctx: CampaignContext, host: str,
     description = through_cuts(lambda: describe_host(
         ctx.host(host), ctx.inventory, host, images=[r.image for r in images.values()],
         campaign=campaign))
-    write(description, ctx.campaign.output_dir / ctx.campaign.name / "systems", system_id=host)
+    write(description, ctx.campaign.paths.systems, system_id=host)
     return description
 
 
@@ -263,20 +263,22 @@ def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescrip
 
 
 def check_tree(ctx: CampaignContext, index: TreeIndex) -> PrecheckReport:
-    return precheck(ctx.campaign.tree_dir, ctx.rules, index)
+    return precheck(ctx.campaign.paths.tree, ctx.rules, index)
 
 
 def official_check(ctx: CampaignContext) -> CheckerOutcome | None:
     """The official checker's verdict on the tree, when the campaign names a checkout."""
     if ctx.campaign.inference_repo is None:
         return None
-    return run_checker(ctx.campaign.tree_dir, ctx.campaign.inference_repo,
-                       ctx.rules.checker_version, work_dir=_campaign_dir(ctx) / "checker")
+    paths = ctx.campaign.paths
+    return run_checker(paths.tree, ctx.campaign.inference_repo, ctx.rules.checker_version,
+                       work_dir=paths.checker)
 
 
 def package(ctx: CampaignContext) -> Tarball | None:
-    return pack(ctx.campaign.tree_dir, _campaign_dir(ctx) / "submission.tar.gz") \
-        if ctx.campaign.tree_dir.is_dir() else None  # no result made it into a tree
+    paths = ctx.campaign.paths
+    return pack(paths.tree, paths.tarball) \
+        if paths.tree.is_dir() else None  # no result made it into a tree
 
 
 def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
@@ -286,8 +288,4 @@ def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
                        mode=ctx.campaign.mode.value, index=index,
                        runs=stored_runs(ctx.store), precheck=checks, checker=checker,
                        tarball=tarball)
-    return write_report(data, _campaign_dir(ctx) / "report")
-
-
-def _campaign_dir(ctx: CampaignContext) -> Path:
-    return ctx.campaign.output_dir / ctx.campaign.name
+    return write_report(data, ctx.campaign.paths.report)

@@ -256,7 +256,7 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
         "passed": sum(o.passed for o in outcomes),
         "failed": [f"{o.label}: {o.reason}" for o in outcomes if not o.passed],
         "not_run": len(ctx.plan.runs) - len(outcomes), "not_run_reasons": not_run,
-        "tree": str(ctx.campaign.tree_dir), "report": report.html_path,
+        "tree": str(ctx.campaign.paths.tree), "report": report.html_path,
         "precheck": checks.summary(), "tarball": tarball.path if tarball else None,
     }
     logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
@@ -281,9 +281,9 @@ def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
 def _track(ctx: CampaignContext) -> None:
     """Nightly: append to the history, plot trends, and alert on regressions."""
     logger = get_run_logger()
-    db = ctx.campaign.output_dir / "history.sqlite"
+    paths = ctx.campaign.paths
     records = [r for r in ctx.store.runs() if r.state == RunState.FINISHED]
-    record(db, ctx.campaign.name, records)
-    plot_trends(db, ctx.campaign.output_dir / "trends")
-    for regression in events.emit_regressions(ctx.campaign.name, db):
+    record(paths.history, ctx.campaign.name, records)
+    plot_trends(paths.history, paths.trends)
+    for regression in events.emit_regressions(ctx.campaign.name, paths.history):
         logger.warning("REGRESSION %s", regression.describe())

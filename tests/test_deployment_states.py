@@ -137,7 +137,7 @@ def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
         entry["benchmarks"][0]["settings"] = {  # and the native one until it is cancelled
             "Offline": {"min_duration": duration_ms, "target_qps": 12000}}
     path.write_text(yaml.safe_dump(data))
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     started = deployment_run(served, path, watch=False)
     assert started.returncode == 0, started.stdout + started.stderr
     run_id = flow_run(served, started.stdout)["id"]
@@ -224,7 +224,7 @@ def test_full_and_nightly_on_one_host_take_turns_and_both_pass(
     runs = {d: flow_run(served, out) for d, out in outputs.items()}
     assert {d: r["state"]["type"] for d, r in runs.items()} == \
         {"full": "COMPLETED", "nightly": "COMPLETED"}, outputs
-    records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
+    records = [r for p in paths.values() for r in RunStore(load_campaign(p).paths.store).runs()]
     assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
     assert_no_overlap(records)  # one run at a time on host local
     assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and on the analyzer

@@ -73,7 +73,7 @@ def test_official_power_campaign_on_a_lab_host(prefect_api: None,
     summary = submission(campaign_file=str(path))
     assert summary["runs"] == 3 and summary["passed"] == 3, summary["failed"]
 
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     power = next(r for r in store.runs() if r.spec.kind is RunKind.POWER)
     assert power.verdict is not None and power.verdict.passed, power.verdict
     assert not power.verdict.submittable  # subrun's daemon is not SPEC PTDaemon

@@ -109,7 +109,7 @@ def test_killed_campaign_resumes_without_repeating_a_run(
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", HOSTS, accuracy=False,
                           scenarios=("Offline", "SingleStream"), settings=SETTINGS)
     campaign: Campaign = load_campaign(path)
-    store, env, log = RunStore(campaign.store_dir), subrun_env(tmp_path), tmp_path / "first.log"
+    store, env, log = RunStore(campaign.paths.store), subrun_env(tmp_path), tmp_path / "first.log"
     with log.open("wb") as out:
         first = subprocess.Popen([str(SUBRUN), "run", str(path)], env=env, cwd=ROOT,
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
