@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,14 +16,14 @@ from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
-from bench.run import Mode, RunKind, RunRecord, RunState
+from bench.run import Mode, RunKind, RunRecord
 from bench.settle import TargetSet, settle
-from bench.submitted import passed
 from bench.target import RunTarget
 from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
 from collectors.system_json import SystemDescription, write
 from flows.context import CampaignContext
+from flows.outcome import RunOutcome
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, ConnectionLost
 from lab.probe import probe
@@ -49,19 +48,6 @@ from submission.tarball import Tarball, pack
 
 T = TypeVar("T")
 log = logging.getLogger("subrun.steps")
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What the flow needs to know of a finished run (small, for Prefect results)."""
-
-    label: str
-    key: str
-    attempt: int
-    state: RunState
-    passed: bool
-    reason: str
-    metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -242,15 +228,7 @@ def final_outcome(ctx: CampaignContext, planned: PlannedRun) -> RunOutcome | Non
     """A run's outcome once the campaign's runs have ended: settling a compliance set may have
     measured a performance run again or re-verified a test after its own task returned."""
     record = ctx.store.standing(planned.spec.key) or ctx.store.latest(planned.spec.key)
-    return outcome(record) if record is not None else None
-
-
-def outcome(record: RunRecord) -> RunOutcome:
-    """The small summary of a record the flow passes around."""
-    verdict = record.verdict
-    reason = record.error or (verdict.reason if verdict else "")
-    return RunOutcome(record.spec.label, record.key, record.attempt, record.state,
-                      passed(record), reason, dict(verdict.metrics) if verdict else {})
+    return RunOutcome.of(record) if record is not None else None
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]
