@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,61 @@ from lab.names import FolderName
 from lab.yamlfile import load_model
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
+DEFAULT_OUTPUT = Path("out")
+HISTORY_FILE = "history.sqlite"
+
+
+@dataclass(frozen=True)
+class CampaignPaths:
+    """Every path a campaign writes: its own under `<output_dir>/<name>/`, and beside them what
+    campaigns share (the nightly history and its trend plots). Steps, the CLI and tests ask
+    this object, so the layout of `out/` is decided here and nowhere else."""
+
+    output_dir: Path
+    name: str
+
+    @property
+    def root(self) -> Path:
+        return self.output_dir / self.name
+
+    @property
+    def store(self) -> Path:
+        """The run store (shared by resumed runs of the campaign)."""
+        return self.root / "store"
+
+    @property
+    def tree(self) -> Path:
+        """The submission tree."""
+        return self.root / "submission"
+
+    @property
+    def systems(self) -> Path:
+        """The system descriptions captured from the hosts."""
+        return self.root / "systems"
+
+    @property
+    def checker(self) -> Path:
+        """The official checker's working folder."""
+        return self.root / "checker"
+
+    @property
+    def tarball(self) -> Path:
+        return self.root / "submission.tar.gz"
+
+    @property
+    def report(self) -> Path:
+        """report.md and report.html."""
+        return self.root / "report"
+
+    @property
+    def history(self) -> Path:
+        """The nightly history every campaign under output_dir appends to."""
+        return self.output_dir / HISTORY_FILE
+
+    @property
+    def trends(self) -> Path:
+        """The trend plots drawn from the history."""
+        return self.output_dir / "trends"
 
 
 def _loadgen_values(conf: object) -> object:
@@ -113,7 +169,7 @@ class Campaign(Strict):
     # track: subrun's own daemon, never submittable; true: official in submission mode, else track
     power: bool | Literal["official", "track"] = False
     max_reruns: Annotated[StrictInt, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
-    output_dir: Path = Path("out")
+    output_dir: Path = DEFAULT_OUTPUT
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path
     # over each benchmark's own: Server audits at a share of the target QPS, e.g. {TEST01: 0.96}
@@ -153,13 +209,9 @@ class Campaign(Strict):
         return self.power or None
 
     @property
-    def store_dir(self) -> Path:
-        """Where the run store of this campaign lives (shared by resumed runs)."""
-        return self.output_dir / self.name / "store"
-
-    @property
-    def tree_dir(self) -> Path:
-        return self.output_dir / self.name / "submission"
+    def paths(self) -> CampaignPaths:
+        """Where this campaign's store, tree, report and the other outputs are."""
+        return CampaignPaths(self.output_dir, self.name)
 
 
 def load_campaign(path: Path) -> Campaign:

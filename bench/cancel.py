@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import target as remote
-from bench.run import RunKind, RunRecord
+from bench.run import RunKind, RunRecord, RunState
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from lab.errors import SubrunError
@@ -31,7 +31,7 @@ def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[Ru
     """Stop every attempt of the store still running on its target; record each `cancelled`.
     All at once: one host's collection must not keep another host's run going."""
     found = [(targets[r.spec.host], r) for r in store.runs()
-             if r.state == "running" and r.spec.host in targets]
+             if r.state == RunState.RUNNING and r.spec.host in targets]
     if not found:
         return []
     with ThreadPoolExecutor(max_workers=len(found), thread_name_prefix="subrun-cancel") as pool:
@@ -39,11 +39,8 @@ def cancel_running(targets: Mapping[str, RunTarget], store: RunStore) -> list[Ru
 
 
 def _handles(target: RunTarget, record: RunRecord) -> list[RunHandle]:
-    names = [record]
-    if record.spec.kind is RunKind.POWER:
-        names += [record.model_copy(update={"key": f"{record.key}-{phase}"})
-                  for phase in POWER_PHASES]
-    return [h for h in (remote.find(target, r) for r in names) if h is not None]
+    phases = ("", *POWER_PHASES) if record.spec.kind is RunKind.POWER else ("",)
+    return [h for h in (remote.find(target, record, p) for p in phases) if h is not None]
 
 
 def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:
@@ -58,7 +55,7 @@ def _cancel(target: RunTarget, record: RunRecord, store: RunStore) -> RunRecord:
             tails.append(f"(not collected: {e})")
         finally:
             remote.discard(target, handle)
-    return store.update(record.key, record.attempt, state="cancelled",
+    return store.update(record.key, record.attempt, state=RunState.CANCELLED,
                         finished_at=datetime.now(UTC), log_tail="\n".join(tails)[-64 * 1024:],
                         error="Cancelled with its campaign's flow run; it runs again when the "
                               "campaign starts again.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bench.accuracy import MetricResult, score_accuracy
 from bench.loadgen_log import DetailLog
-from bench.retry import positive, retry_settings
+from bench.rerun import positive, rerun_settings
 from bench.rules import ModelRules, RoundRules, round_of_seeds
 from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Setting
 
@@ -38,30 +38,33 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Finding:
+class CheckResult:
+    """One check of a run and what follows from it: the fix to suggest, whether it makes the
+    run not submittable, and the settings of a re-run that may pass."""
+
     check: Check
     fix: str = ""
     not_submittable: bool = False
-    retry_settings: dict[str, Setting] | None = None
+    rerun_settings: dict[str, Setting] | None = None
 
 
-def _ok(name: str, detail: str, *, not_submittable: bool = False) -> Finding:
-    return Finding(Check(name=name, ok=True, detail=detail), not_submittable=not_submittable)
+def _ok(name: str, detail: str, *, not_submittable: bool = False) -> CheckResult:
+    return CheckResult(Check(name=name, ok=True, detail=detail), not_submittable=not_submittable)
 
 
 def _fail(name: str, detail: str, fix: str = "",
-          retry_settings: dict[str, Setting] | None = None) -> Finding:
-    return Finding(Check(name=name, ok=False, detail=detail), fix=fix,
-                   retry_settings=retry_settings)
+          rerun_settings: dict[str, Setting] | None = None) -> CheckResult:
+    return CheckResult(Check(name=name, ok=False, detail=detail), fix=fix,
+                   rerun_settings=rerun_settings)
 
 
-def _not_judged(name: str, ctx: Context, what: str) -> Finding:
+def _not_judged(name: str, ctx: Context, what: str) -> CheckResult:
     return _ok(name, f"not judged: bench/rounds/{ctx.rules.round}.yaml has no {what} "
                      f"for {ctx.spec.model}")
 
 
 def _at_least(name: str, ctx: Context, found: object, need: int, what: str,
-              fix: str) -> Finding:
+              fix: str) -> CheckResult:
     """found >= need; in short mode a shortfall passes but is not submittable."""
     if isinstance(found, int | float) and found >= need:
         return _ok(name, f"{what} {found} >= {need}")
@@ -71,7 +74,7 @@ def _at_least(name: str, ctx: Context, found: object, need: int, what: str,
     return _fail(name, detail, fix)
 
 
-def scenario(ctx: Context) -> list[Finding]:
+def scenario(ctx: Context) -> list[CheckResult]:
     """The log is of the scenario and test mode the run asked for."""
     want = (ctx.spec.scenario.loadgen, ctx.spec.kind.loadgen_mode)
     found = (ctx.log.scenario, ctx.log.test_mode)
@@ -82,7 +85,7 @@ def scenario(ctx: Context) -> list[Finding]:
                   "Check how the harness passes scenario and mode to LoadGen.")]
 
 
-def validity(ctx: Context) -> list[Finding]:
+def validity(ctx: Context) -> list[CheckResult]:
     """LoadGen judged the run VALID (the checker does not enforce this; the rules do)."""
     log = ctx.log
     state = log.get("result_validity")
@@ -97,11 +100,11 @@ def validity(ctx: Context) -> list[Finding]:
         ("result_perf_constraints_met", "latency constraint")) if log.get(key) is False]
     detail = f"LoadGen judged the run {state}" + (f" ({', '.join(unmet)} not met)" if unmet
                                                   else "")
-    retry, fix = retry_settings(ctx.spec, ctx.log)
-    return [_fail("valid", detail, fix, retry_settings=retry)]
+    adjusted, fix = rerun_settings(ctx.spec, ctx.log)
+    return [_fail("valid", detail, fix, rerun_settings=adjusted)]
 
 
-def seeds(ctx: Context) -> list[Finding]:
+def seeds(ctx: Context) -> list[CheckResult]:
     """The LoadGen seeds are the round's (they come from the LoadGen build)."""
     log, rules = ctx.log, ctx.rules
     found = log.requested_seeds if ctx.spec.kind is RunKind.TEST05 and log.test05_applied \
@@ -118,7 +121,7 @@ def seeds(ctx: Context) -> list[Finding]:
                   "seeds are compiled into LoadGen.")]
 
 
-def loadgen_errors(ctx: Context) -> list[Finding]:
+def loadgen_errors(ctx: Context) -> list[CheckResult]:
     """No LoadGen error entries, and a complete log."""
     errors = [e for e in ctx.log.errors
               if not (ctx.spec.kind.is_compliance and MULTIPLE_CONF in str(e.value))]
@@ -135,7 +138,7 @@ def loadgen_errors(ctx: Context) -> list[Finding]:
     return [_fail("loadgen_errors", f"LoadGen logged {len(errors)} error(s): {texts}", fix)]
 
 
-def durations(ctx: Context) -> list[Finding]:
+def durations(ctx: Context) -> list[CheckResult]:
     """Effective min_duration at least the official one (the checker reads the setting)."""
     if ctx.model.min_duration_exempt:
         return [_ok("min_duration", f"{ctx.spec.model} is exempt from the duration rule")]
@@ -145,9 +148,9 @@ def durations(ctx: Context) -> list[Finding]:
                       "LoadGen's mlperf.conf.")]
 
 
-def query_counts(ctx: Context) -> list[Finding]:
+def query_counts(ctx: Context) -> list[CheckResult]:
     """min_query_count and, for Offline, samples per query at least the official ones."""
-    found: list[Finding] = []
+    found: list[CheckResult] = []
     eff = ctx.log.effective
     need = ctx.rules.min_query_count.get(ctx.spec.scenario)
     if need is not None:
@@ -163,7 +166,7 @@ def query_counts(ctx: Context) -> list[Finding]:
     return found
 
 
-def early_stopping(ctx: Context) -> list[Finding]:
+def early_stopping(ctx: Context) -> list[CheckResult]:
     """Early stopping met, for the scenarios that use it."""
     if ctx.spec.scenario not in EARLY_STOPPING:
         return []
@@ -178,9 +181,9 @@ def early_stopping(ctx: Context) -> list[Finding]:
     return [_fail("early_stopping", f"early stopping not met: {result}".strip(": "), fix)]
 
 
-def latency(ctx: Context) -> list[Finding]:
+def latency(ctx: Context) -> list[CheckResult]:
     """Server target latency within the model's constraint; LLM token latencies in bounds."""
-    found: list[Finding] = []
+    found: list[CheckResult] = []
     log, model, sc = ctx.log, ctx.model, ctx.spec.scenario
     bound = model.latency_constraint_ns.get(sc)
     target = log.effective.get("target_latency_ns")
@@ -205,7 +208,7 @@ def latency(ctx: Context) -> list[Finding]:
     return found
 
 
-def sample_count(ctx: Context) -> list[Finding]:
+def sample_count(ctx: Context) -> list[CheckResult]:
     """effective_performance_sample_count at least the model's."""
     need = ctx.model.performance_sample_count
     if need is None:
@@ -216,7 +219,7 @@ def sample_count(ctx: Context) -> list[Finding]:
                       "performance_sample_count; let the QSL report the dataset's.")]
 
 
-def accuracy(ctx: Context) -> list[Finding]:
+def accuracy(ctx: Context) -> list[CheckResult]:
     """accuracy.txt meets every target; the run covered the whole dataset."""
     if ctx.accuracy_text is None:
         return [_fail("accuracy", "no accuracy.txt", "Score mlperf_log_accuracy.json with "
@@ -234,7 +237,7 @@ def accuracy(ctx: Context) -> list[Finding]:
     return found
 
 
-def _accuracy_finding(results: list[MetricResult]) -> Finding:
+def _accuracy_finding(results: list[MetricResult]) -> CheckResult:
     text = "; ".join(r.describe() for r in results)
     if all(r.ok for r in results):
         return _ok("accuracy", text or "no target metrics")
@@ -242,7 +245,7 @@ def _accuracy_finding(results: list[MetricResult]) -> Finding:
                  "quantization and pre/post-processing with the reference implementation.")
 
 
-def audit_applied(ctx: Context) -> list[Finding]:
+def audit_applied(ctx: Context) -> list[CheckResult]:
     """A compliance run: LoadGen found audit.config and its settings took effect."""
     log, kind = ctx.log, ctx.spec.kind
     if not log.audit_config_found:
@@ -262,9 +265,9 @@ def audit_applied(ctx: Context) -> list[Finding]:
                   "take effect", f"Use the round's {kind} audit.config unchanged.")]
 
 
-def for_kind(kind: RunKind) -> list[Callable[[Context], list[Finding]]]:
+def for_kind(kind: RunKind) -> list[Callable[[Context], list[CheckResult]]]:
     """The checks that apply to a run of this kind, in order."""
-    base: list[Callable[[Context], list[Finding]]] = [scenario, seeds, loadgen_errors]
+    base: list[Callable[[Context], list[CheckResult]]] = [scenario, seeds, loadgen_errors]
     if kind is RunKind.ACCURACY:
         return [*base, accuracy]
     if kind in PERFORMANCE_KINDS:

@@ -28,9 +28,10 @@ from bench.compliance import ComplianceResult, References, verify
 from bench.loadgen_log import locate_logs
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
-from bench.run import Mode, RunKind, RunRecord, RunSpec
+from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState
 from bench.settings import audit_config, user_conf
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.target import RunHandle, RunTarget
 from bench.verdict import judge_dir
 from lab.errors import CollectionRefused, ConnectError, ConnectionLost, RunCancelled, SubrunError
@@ -56,7 +57,7 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
     options = options or ExecuteOptions()
     timeout_s = max(options.min_timeout_s, planned.estimate_s * options.timeout_factor)
     latest = store.latest(planned.spec.key)
-    if options.again and latest is not None and latest.state != "running":
+    if options.again and latest is not None and latest.state != RunState.RUNNING:
         if not may_measure_again(store.attempts(latest.key), options.max_reruns):
             return latest
         spec = (store.standing(latest.key) or latest).spec
@@ -67,9 +68,9 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
             if latest is None:
                 latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
                                       references, timeout_s)
-            elif latest.state == "running":
+            elif latest.state == RunState.RUNNING:
                 latest = _reattach(target, latest, store, rules, references, timeout_s)
-            elif _passed(latest) or not _may_rerun(store, latest, options):
+            elif passed(latest) or not _may_rerun(store, latest, options):
                 return latest
             else:
                 latest = _new_attempt(target, _rerun_spec(latest), latest.key, store, rules,
@@ -88,9 +89,6 @@ def _unless_cancelled(target: RunTarget, spec: RunSpec) -> None:
                            "the run runs again when the campaign starts again.")
 
 
-def _passed(record: RunRecord) -> bool:
-    return record.state == "finished" and record.verdict is not None and record.verdict.passed
-
 
 # Cuts absorbed in one call: the host's outage budget bounds a link that stays down; this only
 # stops a step that is cut every time it runs from looping for ever (the caller retries later).
@@ -100,7 +98,7 @@ MAX_LOST_ATTEMPTS = 3  # attempts that never ran (killed before start) beyond ma
 
 def measured_attempts(attempts: list[RunRecord]) -> int:
     """Attempts that really ran on the target: neither lost nor a re-verification."""
-    return sum(a.state not in ("lost", "cancelled") and a.reverifies is None for a in attempts)
+    return sum(not a.state.ended_unjudged and a.reverifies is None for a in attempts)
 
 
 def may_measure_again(attempts: list[RunRecord], max_reruns: int) -> bool:
@@ -113,18 +111,18 @@ def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> b
     attempts that ran count against the campaign's re-run bound, and only an INVALID run whose
     verdict proposes new settings is re-run here."""
     attempts = store.attempts(record.key)
-    if record.state in ("lost", "cancelled"):  # never judged: run again, a few times at most
-        return sum(a.state in ("lost", "cancelled") for a in attempts) <= MAX_LOST_ATTEMPTS
+    if record.state.ended_unjudged:  # never judged: run again, a few times at most
+        return sum(a.state.ended_unjudged for a in attempts) <= MAX_LOST_ATTEMPTS
     verdict = record.verdict
     return (may_measure_again(attempts, options.max_reruns) and verdict is not None
-            and verdict.retry_settings is not None)
+            and verdict.rerun_settings is not None)
 
 
 def _rerun_spec(record: RunRecord) -> RunSpec:
-    retry = record.verdict.retry_settings if record.verdict else None
-    if not retry:
+    adjusted = record.verdict.rerun_settings if record.verdict else None
+    if not adjusted:
         return record.spec
-    return record.spec.model_copy(update={"settings": {**record.spec.settings, **retry}})
+    return record.spec.model_copy(update={"settings": {**record.spec.settings, **adjusted}})
 
 
 def run_files(spec: RunSpec, rules: RoundRules) -> dict[str, str]:
@@ -157,7 +155,7 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
     except TRANSIENT:
         raise  # the attempt stays running: a retry reattaches if the container did start
     except SubrunError as e:
-        return store.update(record.key, record.attempt, state="failed", error=str(e),
+        return store.update(record.key, record.attempt, state=RunState.FAILED, error=str(e),
                             finished_at=datetime.now(UTC))
     log.info("%s: attempt %d started on host '%s' (%s %s)", spec.label, record.attempt,
              target.config.name, target.runner.what, handle.name)
@@ -173,7 +171,7 @@ def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: Roun
         return judge_collected(record, store, rules, references, target)
     handle = remote.find(target, record)
     if handle is None:
-        return store.update(record.key, record.attempt, state="lost",
+        return store.update(record.key, record.attempt, state=RunState.LOST,
                             finished_at=datetime.now(UTC),
                             error=f"Attempt {record.attempt} of {record.spec.label} was marked "
                                   f"running, but its {target.runner.what} is gone from the target; "
@@ -217,7 +215,7 @@ def _refused(target: RunTarget, record: RunRecord, handle: RunHandle, store: Run
     """A hostile or malformed run directory fails the attempt for good: recorded with the
     reason, the target cleaned, nothing retried or re-run."""
     log.warning("%s: %s", record.spec.label, refusal)
-    failed = store.update(record.key, record.attempt, state="failed", error=str(refusal),
+    failed = store.update(record.key, record.attempt, state=RunState.FAILED, error=str(refusal),
                           finished_at=datetime.now(UTC))
     remote.discard(target, handle)
     return failed
@@ -232,7 +230,7 @@ def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
     key, attempt, spec = record.key, record.attempt, record.spec
     done = datetime.now(UTC)
     if record.error or record.exit_status not in (0, None):
-        return store.update(key, attempt, state="failed", finished_at=done)
+        return store.update(key, attempt, state=RunState.FAILED, finished_at=done)
     compliance, used = None, {}
     if spec.kind.is_compliance:
         compliance = _stored_verification(store, record)
@@ -242,7 +240,7 @@ def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
     verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
     if target is not None and target.wrap is not None:  # e.g. power-dev's check of its output
         verdict = target.wrap.judge(store, record, verdict)
-    return store.update(key, attempt, state="finished", finished_at=done, exit_status=0,
+    return store.update(key, attempt, state=RunState.FINISHED, finished_at=done, exit_status=0,
                         verdict=verdict, **({"references": used} if used else {}))
 
 

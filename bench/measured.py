@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.run import RunKind, RunRecord, Scenario
+from bench.run import RunKind, RunRecord, RunState, Scenario
 from bench.store import RunStore
 
 NS_PER_S = 1e9
@@ -46,7 +46,7 @@ def measured_in(store: RunStore) -> dict[MeasuredKey, Measured]:
 
 
 def _figures(record: RunRecord) -> Measured | None:
-    if record.spec.kind is not RunKind.PERFORMANCE or record.state != "finished" \
+    if record.spec.kind is not RunKind.PERFORMANCE or record.state != RunState.FINISHED \
             or record.verdict is None:
         return None
     metrics = record.verdict.metrics

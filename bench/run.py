@@ -1,9 +1,12 @@
 """What a run is, how it is keyed, and what it leaves behind: the values every layer exchanges.
 
-A run is (host, benchmark, scenario, kind, settings) executed with one image and one LoadGen
-build. Its key hashes everything that can change the result, so a finished run is never repeated
-and a changed input always runs again. Each attempt of a run gets its own folder in the run store
-(`bench.store`), holding the raw logs and a `run.json` that serialises `RunRecord`.
+A run is (host, benchmark, scenario, kind): its `RunId`, the one identity the store's records,
+the status matrix, the tree and the flow's messages all use. It executes with settings, one image
+and one LoadGen build; the planned run's key (`RunSpec.key`) hashes everything that can change
+the result, so a finished run is never repeated and a changed input always runs again. Each
+attempt of a run gets its own folder in the run store (`bench.store`), holding the raw logs and a
+`run.json` that serialises `RunRecord`; an attempt is named by its `AttemptId`, the planned run's
+key and the attempt number, wherever it is (store folder, container, process, run directory).
 
 Inside a benchmark container the run directory of the target is mounted at `RUN_MOUNT`; it holds
 `user.conf` (and `audit.config` for a compliance run, and only then), and is the harness's working
@@ -17,9 +20,9 @@ import hashlib
 import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 RUN_MOUNT = "/subrun/run"
 OUTPUT_DIR = "output"
@@ -60,12 +63,61 @@ class RunKind(StrEnum):
         return "AccuracyOnly" if self is RunKind.ACCURACY else "PerformanceOnly"
 
 
+class RunState(StrEnum):
+    """Where a run stands: one vocabulary for run.json, the flow, its events and `subrun status`.
+
+    An attempt is stored running, then ends finished (collected and judged: whether it passed
+    is `bench.submitted.passed`), failed (ended before it could be judged), lost (opened but
+    never started) or cancelled (stopped with its campaign; it runs again). A planned run with
+    no attempt yet is pending, which is never stored."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended_unjudged(self) -> bool:
+        """Ended without a verdict and so to be run again: lost or cancelled."""
+        return self in (RunState.LOST, RunState.CANCELLED)
+
+
 class Mode(StrEnum):
     SUBMISSION = "submission"  # official durations and counts
     SHORT = "short"  # minutes; every artefact is marked not submittable
 
 
 Setting = str | int | float
+
+
+class RunId(NamedTuple):
+    """Which run: the same run across its attempts, re-runs with new settings and new images."""
+
+    host: str
+    benchmark: str  # the folder under images/ (it decides the model)
+    scenario: Scenario
+    kind: RunKind
+
+    def __str__(self) -> str:
+        """The label a person reads, unique within a campaign: host/benchmark/scenario/kind."""
+        return f"{self.host}/{self.benchmark}/{self.scenario.value}/{self.kind.value}"
+
+
+class AttemptId(NamedTuple):
+    """One attempt of a planned run: the planned run's key and the attempt number (from 1)."""
+
+    key: str
+    attempt: int
+
+    def name(self, campaign: str, phase: str = "") -> str:
+        """The attempt's name on its target: container name and label, process name, run
+        directory. It carries the campaign, so two campaigns that plan the same run on one
+        host never clash on a name nor remove each other's runs; a power run's passes
+        (ranging, testing) run under names of their own."""
+        key = f"{self.key}-{phase}" if phase else self.key
+        return f"{campaign}-{key}-a{self.attempt}"
 
 
 class RunSpec(BaseModel):
@@ -86,14 +138,21 @@ class RunSpec(BaseModel):
 
     @property
     def key(self) -> str:
-        """Stable identity of the run: equal specs give equal keys, any change a new key."""
+        """The planned run's key in the store: equal specs give equal keys, any change a new
+        key. Ask it of a planned spec only: a re-run's spec carries adjusted settings but stays
+        under its planned run's key, which its record holds (`RunRecord.key`)."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
+    def run(self) -> RunId:
+        """Which run this is, whatever its settings, image and LoadGen build."""
+        return RunId(self.host, self.benchmark, self.scenario, self.kind)
+
+    @property
     def label(self) -> str:
-        """A name a person can read, unique within a campaign."""
-        return f"{self.host}/{self.benchmark}/{self.scenario.value}/{self.kind.value}"
+        """The run's label (str of its RunId)."""
+        return str(self.run)
 
 
 class Check(BaseModel):
@@ -115,7 +174,9 @@ class Verdict(BaseModel):
     checks: list[Check] = Field(default_factory=list)
     reason: str = ""  # plain words, empty when passed
     fix: str = ""  # a suggested remedy, when one is known
-    retry_settings: dict[str, Setting] | None = None  # settings for an automatic re-run
+    # settings for an automatic re-run (run.json of older stores spells it retry_settings)
+    rerun_settings: dict[str, Setting] | None = Field(
+        default=None, validation_alias=AliasChoices("rerun_settings", "retry_settings"))
     metrics: dict[str, float] = Field(default_factory=dict)
     submittable: bool = True  # False for short-mode runs
 
@@ -123,10 +184,10 @@ class Verdict(BaseModel):
 class RunRecord(BaseModel):
     """What `run.json` holds for one attempt of a run."""
 
-    spec: RunSpec
-    key: str
+    spec: RunSpec  # as it ran: a re-run's settings are adjusted
+    key: str  # the planned run's key (its spec's key, before any re-run adjusted the settings)
     attempt: int
-    state: Literal["running", "finished", "failed", "lost", "cancelled"]
+    state: RunState  # never PENDING
     started_at: datetime
     finished_at: datetime | None = None
     exit_status: int | None = None
@@ -137,3 +198,13 @@ class RunRecord(BaseModel):
     settle_s: float = 0.0  # seconds the host was left idle before this attempt started
     reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
     references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against
+
+    @property
+    def run(self) -> RunId:
+        """Which run this is an attempt of."""
+        return self.spec.run
+
+    @property
+    def id(self) -> AttemptId:
+        """Which attempt this is: the store folder, and the name on its target."""
+        return AttemptId(self.key, self.attempt)

@@ -25,7 +25,7 @@ from bench.compliance import test_was_faster
 from bench.execute import ExecuteOptions, execute, may_measure_again, reverify
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
-from bench.run import RunKind, RunRecord
+from bench.run import RunKind, RunRecord, RunState
 from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunTarget
@@ -61,7 +61,7 @@ def timing_only(record: RunRecord) -> bool:
     """A finished test whose one failure is its performance comparison: settling can help.
     An accuracy mismatch or any other failure is the SUT's, and stands."""
     verdict = record.verdict
-    if record.state != "finished" or verdict is None or verdict.passed:
+    if record.state != RunState.FINISHED or verdict is None or verdict.passed:
         return False
     failing = [c for c in verdict.checks if not c.ok]
     return (len(failing) == 1 and failing[0].name == "compliance"
@@ -81,7 +81,7 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             return  # no reference: the tests' verdicts say so, nothing to settle against
         stale = [store.latest(k) for k in runs.tests.values()]
         for record in stale:
-            if (record is not None and record.state == "finished"
+            if (record is not None and record.state == RunState.FINISHED
                     and record.references.get(RunKind.PERFORMANCE.value, performance.attempt)
                     != performance.attempt):
                 runner.reverify(record, performance)  # verified against an earlier reference

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bench.run import RunRecord, RunSpec
+from bench.run import RunRecord, RunSpec, RunState
 from bench.submitted import standing
 from lab.errors import RunError
 
@@ -60,7 +60,7 @@ class RunStore:
                 break
             except FileExistsError:
                 continue
-        record = RunRecord(spec=spec, key=key, attempt=attempt, state="running",
+        record = RunRecord(spec=spec, key=key, attempt=attempt, state=RunState.RUNNING,
                            started_at=started_at or datetime.now(UTC))
         self._write(record)
         return record
@@ -88,7 +88,7 @@ class RunStore:
         """Store a finished attempt from a directory of collected files, in one call."""
         record = self.start_attempt(spec, started_at=changes.pop("started_at", None))
         self.add_files(spec.key, record.attempt, source)
-        changes.setdefault("state", "finished")
+        changes.setdefault("state", RunState.FINISHED)
         changes.setdefault("finished_at", datetime.now(UTC))
         return self.update(spec.key, record.attempt, **changes)
 

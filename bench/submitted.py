@@ -10,16 +10,18 @@ test was verified against is the attempt the tree shows.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeGuard
 
-from bench.run import RunKind, RunRecord, Scenario
+from bench.run import RunKind, RunRecord, RunState, Scenario
 
 LATENCY_SCENARIOS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
 
 
-def passed(record: RunRecord) -> bool:
-    """Finished with a passing verdict."""
-    return (record.state == "finished" and record.verdict is not None
-            and record.verdict.passed)
+def passed(record: RunRecord | None) -> TypeGuard[RunRecord]:
+    """Did this attempt pass: finished with a passing verdict. The one answer every layer
+    (execution, settling, status, tree, report, flow states) asks."""
+    return (record is not None and record.state == RunState.FINISHED
+            and record.verdict is not None and record.verdict.passed)
 
 
 def rate(record: RunRecord) -> float | None:

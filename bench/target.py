@@ -42,7 +42,7 @@ from lab.native import map_paths
 
 LABEL_CAMPAIGN = "org.subrun.campaign"
 LABEL_SPEC = "org.subrun.spec"
-RunStatus = ContainerStatus  # how an attempt ended, in a container or as a native process
+ProcessEnd = ContainerStatus  # how a harness ended, in a container or as a native process
 
 
 class RunWrap(Protocol):
@@ -97,9 +97,9 @@ class RunTarget:
 
 @dataclass(frozen=True)
 class RunHandle:
-    """A started attempt: its run id, and the container or native process running it."""
+    """A started attempt: its name on the target, and the container or native process running it."""
 
-    run_key: str  # run_id(): the run directory's name, container label, process name
+    attempt_name: str  # AttemptId.name(): the run directory's name, container label, process name
     process: Container | Detached
 
     @property
@@ -124,7 +124,7 @@ class Runner(Protocol):
         """The container or process of rid, running or ended, or None."""
 
     def wait(self, target: RunTarget, process: Container | Detached,
-             timeout_s: float) -> RunStatus:
+             timeout_s: float) -> ProcessEnd:
         """Wait for the end; past the deadline stop it and report it running."""
 
     def stop(self, target: RunTarget, process: Container | Detached, grace_s: float) -> None:
@@ -157,7 +157,7 @@ class ContainerRunner:
         return target.engine.find(rid)
 
     def wait(self, target: RunTarget, process: Container | Detached,
-             timeout_s: float) -> RunStatus:
+             timeout_s: float) -> ProcessEnd:
         assert isinstance(process, Container)
         status = target.engine.wait(process, timeout_s=timeout_s)
         if status.running:
@@ -180,13 +180,6 @@ class ContainerRunner:
 CONTAINERS = ContainerRunner()
 
 
-def run_id(target: RunTarget, record: RunRecord) -> str:
-    """The name of one attempt on the target: container name and label, process name, run
-    directory. It carries the campaign: two campaigns that plan the same run on one host
-    (the same key) never clash on a name nor remove each other's runs."""
-    return f"{target.campaign}-{record.key}-a{record.attempt}"
-
-
 def remote_run_dir(target: RunTarget, rid: str) -> str:
     return str(PurePosixPath(target.config.work_dir) / "runs" / rid)
 
@@ -202,10 +195,11 @@ def container_argv(manifest: Manifest, spec: RunSpec,
     return ["sh", "-c", f"{shlex.join(run)} && {shlex.join(score)}"]
 
 
-def start(target: RunTarget, record: RunRecord, files: dict[str, str]) -> RunHandle:
+def start(target: RunTarget, record: RunRecord, files: dict[str, str],
+          phase: str = "") -> RunHandle:
     """Write the run directory (user.conf, audit.config for compliance only) and start it."""
     spec = record.spec
-    rid = run_id(target, record)
+    rid = record.id.name(target.campaign, phase)
     run_dir = remote_run_dir(target, rid)
     # one round trip: a fresh directory, its output folder, and the run's files from a tar
     target.host.run(["sh", "-c", 'rm -rf "$1" && mkdir -p "$1/$2" && tar -x -C "$1"', "sh",
@@ -234,14 +228,15 @@ def _tar(files: Mapping[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def find(target: RunTarget, record: RunRecord) -> RunHandle | None:
-    """The container or process of an attempt, if the target still has it (reattachment)."""
-    rid = run_id(target, record)
+def find(target: RunTarget, record: RunRecord, phase: str = "") -> RunHandle | None:
+    """The container or process of an attempt (or of one of its phases), if the target still
+    has it (reattachment)."""
+    rid = record.id.name(target.campaign, phase)
     process = target.runner.find(target, rid)
     return RunHandle(rid, process) if process is not None else None
 
 
-def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> RunStatus:
+def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> ProcessEnd:
     """Wait for the attempt to end; past the deadline it is stopped and reported running."""
     return target.runner.wait(target, handle.process, timeout_s)
 
@@ -257,7 +252,7 @@ TAIL_MAX_CHARS = 64 * 1024  # of the harness's output kept in the run record
 def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
     """Copy the attempt's run directory to local_dir (checked and capped: `bench.collect`
     raises CollectionRefused for a hostile or malformed one); return the output tail."""
-    run_dir = remote_run_dir(target, handle.run_key)
+    run_dir = remote_run_dir(target, handle.attempt_name)
     collect_dir(target.host, run_dir, local_dir, target.config.limits)
     return target.runner.output_tail(target, handle.process, 40)[-TAIL_MAX_CHARS:]
 
@@ -265,15 +260,14 @@ def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
 def discard(target: RunTarget, handle: RunHandle) -> None:
     """Remove the container or process and the run directory (only after collection)."""
     target.runner.remove(target, handle.process)
-    target.host.run(["rm", "-rf", remote_run_dir(target, handle.run_key)], timeout_s=120)
+    target.host.run(["rm", "-rf", remote_run_dir(target, handle.attempt_name)], timeout_s=120)
 
 
 def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: dict[str, str],
-                      out_dir: Path, timeout_s: float) -> RunStatus:
+                      out_dir: Path, timeout_s: float) -> ProcessEnd:
     """Run one phase of an attempt (e.g. a power run's ranging pass) and collect its LoadGen
     logs flat into out_dir; the container or process and its directory are removed afterwards."""
-    phased = record.model_copy(update={"key": f"{record.key}-{phase}"})
-    handle = start(target, phased, files)
+    handle = start(target, record, files, phase)
     try:
         status = wait(target, handle, timeout_s)
         with tempfile.TemporaryDirectory(prefix="subrun-phase-") as tmp:

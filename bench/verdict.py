@@ -4,7 +4,7 @@ The checks are those of the official checker's PerformanceCheck and AccuracyChec
 §3-4), plus what the checker skips but the rules require: the run must be VALID, the detail log
 free of LoadGen errors, and a compliance run must show that LoadGen applied audit.config. A
 short-mode run that is only short of official durations or counts passes but is not submittable.
-An INVALID Offline or Server run gets `retry_settings` with a target QPS derived from what it
+An INVALID Offline or Server run gets `rerun_settings` with a target QPS derived from what it
 measured, so the campaign can re-run it automatically (a bounded number of times).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bench import checks
-from bench.checks import Context, Finding
+from bench.checks import CheckResult, Context
 from bench.compliance import ComplianceResult
 from bench.loadgen_log import (
     ACCURACY_TXT,
@@ -82,28 +82,28 @@ def judge(spec: RunSpec, files: RunFiles, rules: RoundRules | None = None, *,
                            "logs to the output directory, then re-run.")
     ctx = Context(spec=spec, log=files.detail, rules=rules, model=rules.model(spec.model),
                   accuracy_text=files.accuracy_text)
-    findings = [f for check in checks.for_kind(spec.kind) for f in check(ctx)]
+    results = [f for check in checks.for_kind(spec.kind) for f in check(ctx)]
     if compliance is not None:
-        findings.append(Finding(Check(name="compliance", ok=compliance.passed,
+        results.append(CheckResult(Check(name="compliance", ok=compliance.passed,
                                       detail=compliance.reason or "verification passed"),
                                 fix=compliance.fix))
-    return _verdict(spec, findings, ctx)
+    return _verdict(spec, results, ctx)
 
 
-def _verdict(spec: RunSpec, findings: list[Finding], ctx: Context) -> Verdict:
-    failing = [f for f in findings if not f.check.ok]
+def _verdict(spec: RunSpec, results: list[CheckResult], ctx: Context) -> Verdict:
+    failing = [f for f in results if not f.check.ok]
     fixes = list(dict.fromkeys(f.fix for f in failing if f.fix))
-    retry = next((f.retry_settings for f in failing if f.retry_settings), None)
+    adjusted = next((f.rerun_settings for f in failing if f.rerun_settings), None)
     short = spec.mode is Mode.SHORT
     mode_check = Check(name="mode", ok=True, detail="short mode: not submittable" if short
                        else "submission mode")
-    submittable = not failing and not short and not any(f.not_submittable for f in findings)
+    submittable = not failing and not short and not any(f.not_submittable for f in results)
     return Verdict(
         passed=not failing,
-        checks=[mode_check, *(f.check for f in findings)],
+        checks=[mode_check, *(f.check for f in results)],
         reason="; ".join(f.check.detail for f in failing),
         fix=" ".join(fixes),
-        retry_settings=retry,
+        rerun_settings=adjusted,
         metrics=checks.metrics(ctx) if spec.kind is not RunKind.ACCURACY
         else checks.accuracy_metrics(ctx),
         submittable=submittable,

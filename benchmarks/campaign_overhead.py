@@ -42,6 +42,7 @@ from bench.campaign import load_campaign  # noqa: E402
 from bench.loadgen_log import DetailLog, locate_logs, read_detail  # noqa: E402
 from bench.run import RunRecord  # noqa: E402
 from bench.store import RunStore  # noqa: E402
+from bench.submitted import passed  # noqa: E402
 from bench.target import LABEL_CAMPAIGN  # noqa: E402
 from lab.config import load_inventory  # noqa: E402
 from lab.docker import Engine  # noqa: E402
@@ -164,8 +165,7 @@ def _attempt(record: RunRecord, detail: DetailLog, origin: datetime, started: fl
     at = {action: t - started for action, t in events.items()}  # none for a native run
     marks = (opened, at.get("create", opened), at.get("start", opened), begin,
              begin + loadgen_s, at.get("die", done), at.get("destroy", done), done)
-    passed = record.state == "finished" and bool(record.verdict and record.verdict.passed)
-    return Attempt(record.spec.label, record.spec.host, marks, passed)
+    return Attempt(record.spec.label, record.spec.host, marks, passed(record))
 
 
 def container_events(hosts: list[str], campaign: str, started: float, ended: float
@@ -299,7 +299,7 @@ def main() -> None:
     print(f"warm-up campaign {warm.name} (provision, Prefect database, Offline throughput) ...",
           flush=True)
     _, warm_s = subrun_run(warm, prefect_home, work / "warmup.log")
-    rates = offline_rates(RunStore(load_campaign(warm).store_dir))
+    rates = offline_rates(RunStore(load_campaign(warm).paths.store))
     print(f"  {warm_s:.1f} s; Offline samples/s: "
           + ", ".join(f"{h} {r:.0f}" for h, r in sorted(rates.items())))
 
@@ -309,7 +309,7 @@ def main() -> None:
           f"{args.seconds:g} s{', with accuracy runs' if args.accuracy else ''} ...", flush=True)
     started, wall_s = subrun_run(timed, prefect_home, work / "timed.log")
     containers = container_events(args.hosts, timed.stem, started, started + wall_s)
-    runs = attempts(RunStore(load_campaign(timed).store_dir), started, containers)
+    runs = attempts(RunStore(load_campaign(timed).paths.store), started, containers)
     summed = print_hosts(runs, wall_s)
     print_runs(runs)
     print_breakdown(runs, log_events(work / "timed.log", started), wall_s)

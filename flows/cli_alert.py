@@ -11,9 +11,10 @@ from typing import Annotated
 
 import typer
 
+from bench.campaign import DEFAULT_OUTPUT, HISTORY_FILE
 from flows.cli_common import guarded, out, shown
 
-DEFAULT_HISTORY = Path("out") / "history.sqlite"
+DEFAULT_HISTORY = DEFAULT_OUTPUT / HISTORY_FILE
 
 
 def register(app: typer.Typer) -> None:

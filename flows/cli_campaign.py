@@ -106,7 +106,7 @@ def run_command(campaign: CampaignArg = None,
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
     from flows import progress
-    from flows.states import summary_of
+    from flows.states import outcome_of
     from flows.submission import submission
 
     total = len(ctx.plan.runs)
@@ -122,27 +122,27 @@ def run_command(campaign: CampaignArg = None,
 
         progress.listen(advance)
         try:
-            # the flow run is Failed when a run failed; the summary is its result either way
-            summary = guarded(lambda: summary_of(submission(
+            # the flow run is Failed when a run failed; the outcome is its result either way
+            outcome = guarded(lambda: outcome_of(submission(
                 campaign_file=str(campaign) if campaign else None, track_history=history,
                 return_state=True)))
         finally:
             progress.unlisten(advance)
-    out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
-    for failure in summary["failed"]:
+    out.print(f"\n{outcome.passed} of {outcome.runs} runs passed.")
+    for failure in outcome.failed:
         out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)
     by_reason: dict[str, list[str]] = {}
-    for label, reason in summary.get("not_run_reasons", {}).items():
+    for label, reason in outcome.not_run_reasons.items():
         by_reason.setdefault(reason, []).append(label)
     for reason, labels in by_reason.items():
         out.print(f"[red]not run:[/] {shown(', '.join(labels))}: {shown(reason)}",
                   highlight=False)
-    if summary["tarball"]:
-        out.print(f"Submission tree: {summary['tree']}\nTarball: {summary['tarball']}")
+    if outcome.tarball:
+        out.print(f"Submission tree: {outcome.tree}\nTarball: {outcome.tarball}")
     else:
         out.print("No result passed every run it needs, so no submission tree was assembled.")
-    out.print(f"Report: {summary['report']}\nPrechecks: {summary['precheck']}")
-    if summary["failed"] or summary["not_run"]:
+    out.print(f"Report: {outcome.report}\nPrechecks: {outcome.precheck}")
+    if outcome.failed or outcome.not_run:
         raise typer.Exit(1)
 
 
@@ -153,21 +153,21 @@ def status_command(campaign: CampaignArg = None) -> None:
 
     ctx = _load(campaign)
     statuses = guarded(lambda: campaign_status(ctx.plan, ctx.store))  # a corrupt run.json
-    table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.store_dir})")
+    table = Table(title=f"campaign {ctx.campaign.name} ({ctx.campaign.paths.store})")
     for column in ("host", "benchmark", "scenario", "run", "state", "detail"):
         table.add_column(column)
     for s in statuses:
         spec = s.planned.spec
-        style = STATE_STYLE[s.state]
+        style = STATE_STYLE[s.word]
         table.add_row(spec.host, spec.benchmark, spec.scenario.value, spec.kind.value,
-                      f"[{style}]{s.state}[/]", shown(s.detail))
+                      f"[{style}]{s.word}[/]", shown(s.detail))
     out.print(table)
-    counts = {state: sum(s.state == state for s in statuses) for state in STATE_STYLE}
-    busy = {s.planned.spec.host for s in statuses if s.state != "done"}
+    counts = {word: sum(s.word == word for s in statuses) for word in STATE_STYLE}
+    busy = {s.planned.spec.host for s in statuses if not s.passed}
     held = {h: x for h, x in _held_by_others(ctx).items() if h in busy}
     waits = {h: holder.left_s() for h, holder in held.items()}
-    out.print(", ".join(f"{n} {state}" for state, n in counts.items()
-                        if n or state != "cancelled")  # cancelled only after a cancellation
+    out.print(", ".join(f"{n} {word}" for word, n in counts.items()
+                        if n or word != "cancelled")  # cancelled only after a cancellation
               + f"; about {duration(eta_s(ctx.plan, statuses, waits))} left.")
     for note in wait_notes(held):
         out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)

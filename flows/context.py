@@ -76,7 +76,7 @@ def load_context(campaign: Campaign) -> CampaignContext:
     rules = load_rules(campaign.round)
     names = {b.benchmark for h in campaign.hosts for b in h.benchmarks}
     manifests = {name: load_manifest(name) for name in sorted(names)}
-    store = RunStore(campaign.store_dir)
+    store = RunStore(campaign.paths.store)
     plan = make_plan(campaign, manifests, rules, measured_in(store))
     return CampaignContext(campaign, inventory, rules, manifests, plan, store)
 

@@ -13,13 +13,13 @@ from typing import Any
 from prefect.events import emit_event
 
 from bench.run import RunSpec
-from flows.steps import RunOutcome
+from flows.outcome import CampaignOutcome, RunOutcome
 from submission.history import Regression, headline, regressions
 
 
 def run_event(campaign: str, spec: RunSpec, outcome: RunOutcome) -> dict[str, Any]:
     """`subrun.run.passed|failed` for one run's verdict."""
-    found = headline(outcome.metrics)
+    found = headline(dict(outcome.metrics))
     return {
         "event": f"subrun.run.{'passed' if outcome.passed else 'failed'}",
         "resource": {"prefect.resource.id": f"subrun.run.{campaign}.{outcome.key}",
@@ -28,7 +28,7 @@ def run_event(campaign: str, spec: RunSpec, outcome: RunOutcome) -> dict[str, An
                     "host": spec.host, "benchmark": spec.benchmark,
                     "scenario": spec.scenario.value, "kind": spec.kind.value,
                     "metric": found[0] if found else None, "value": found[1] if found else None,
-                    "metrics": outcome.metrics, "state": outcome.state,
+                    "metrics": dict(outcome.metrics), "state": str(outcome.state),
                     "reason": outcome.reason},
     }
 
@@ -48,16 +48,16 @@ def regression_event(campaign: str, regression: Regression) -> dict[str, Any]:
     }
 
 
-def campaign_event(summary: dict[str, Any], completed: bool) -> dict[str, Any]:
+def campaign_event(outcome: CampaignOutcome, completed: bool) -> dict[str, Any]:
     """`subrun.campaign.finished` with the counts and every failed run."""
     return {
         "event": "subrun.campaign.finished",
-        "resource": {"prefect.resource.id": f"subrun.campaign.{summary['campaign']}",
-                     "prefect.resource.name": summary["campaign"]},
-        "payload": {"campaign": summary["campaign"], "completed": completed,
-                    "runs": summary["runs"], "passed": summary["passed"],
-                    "failed": summary["failed"], "not_run": summary["not_run"],
-                    "report": summary.get("report")},
+        "resource": {"prefect.resource.id": f"subrun.campaign.{outcome.campaign}",
+                     "prefect.resource.name": outcome.campaign},
+        "payload": {"campaign": outcome.campaign, "completed": completed,
+                    "runs": outcome.runs, "passed": outcome.passed,
+                    "failed": list(outcome.failed), "not_run": outcome.not_run,
+                    "report": outcome.report or None},
     }
 
 

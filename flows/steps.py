@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,6 +23,7 @@ from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
 from collectors.system_json import SystemDescription, write
 from flows.context import CampaignContext
+from flows.outcome import RunOutcome
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, ConnectionLost
 from lab.probe import probe
@@ -48,19 +48,6 @@ from submission.tarball import Tarball, pack
 
 T = TypeVar("T")
 log = logging.getLogger("subrun.steps")
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What the flow needs to know of a finished run (small, for Prefect results)."""
-
-    label: str
-    key: str
-    attempt: int
-    state: str
-    passed: bool
-    reason: str
-    metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -151,7 +138,7 @@ def describe(ctx: CampaignContext, host: str,
     description = through_cuts(lambda: describe_host(
         ctx.host(host), ctx.inventory, host, images=[r.image for r in images.values()],
         campaign=campaign))
-    write(description, ctx.campaign.output_dir / ctx.campaign.name / "systems", system_id=host)
+    write(description, ctx.campaign.paths.systems, system_id=host)
     return description
 
 
@@ -241,16 +228,7 @@ def final_outcome(ctx: CampaignContext, planned: PlannedRun) -> RunOutcome | Non
     """A run's outcome once the campaign's runs have ended: settling a compliance set may have
     measured a performance run again or re-verified a test after its own task returned."""
     record = ctx.store.standing(planned.spec.key) or ctx.store.latest(planned.spec.key)
-    return outcome(record) if record is not None else None
-
-
-def outcome(record: RunRecord) -> RunOutcome:
-    """The small summary of a record the flow passes around."""
-    verdict = record.verdict
-    passed = record.state == "finished" and verdict is not None and verdict.passed
-    reason = record.error or (verdict.reason if verdict else "")
-    return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
-                      reason, dict(verdict.metrics) if verdict else {})
+    return RunOutcome.of(record) if record is not None else None
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]
@@ -263,20 +241,22 @@ def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescrip
 
 
 def check_tree(ctx: CampaignContext, index: TreeIndex) -> PrecheckReport:
-    return precheck(ctx.campaign.tree_dir, ctx.rules, index)
+    return precheck(ctx.campaign.paths.tree, ctx.rules, index)
 
 
 def official_check(ctx: CampaignContext) -> CheckerOutcome | None:
     """The official checker's verdict on the tree, when the campaign names a checkout."""
     if ctx.campaign.inference_repo is None:
         return None
-    return run_checker(ctx.campaign.tree_dir, ctx.campaign.inference_repo,
-                       ctx.rules.checker_version, work_dir=_campaign_dir(ctx) / "checker")
+    paths = ctx.campaign.paths
+    return run_checker(paths.tree, ctx.campaign.inference_repo, ctx.rules.checker_version,
+                       work_dir=paths.checker)
 
 
 def package(ctx: CampaignContext) -> Tarball | None:
-    return pack(ctx.campaign.tree_dir, _campaign_dir(ctx) / "submission.tar.gz") \
-        if ctx.campaign.tree_dir.is_dir() else None  # no result made it into a tree
+    paths = ctx.campaign.paths
+    return pack(paths.tree, paths.tarball) \
+        if paths.tree.is_dir() else None  # no result made it into a tree
 
 
 def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
@@ -286,8 +266,4 @@ def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
                        mode=ctx.campaign.mode.value, index=index,
                        runs=stored_runs(ctx.store), precheck=checks, checker=checker,
                        tarball=tarball)
-    return write_report(data, _campaign_dir(ctx) / "report")
-
-
-def _campaign_dir(ctx: CampaignContext) -> Path:
-    return ctx.campaign.output_dir / ctx.campaign.name
+    return write_report(data, ctx.campaign.paths.report)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from prefect import flow, get_run_logger, task
+from prefect import Flow, Task, flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import FlowRun, TaskRun
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
 from prefect.logging.loggers import flow_run_logger
@@ -30,23 +31,30 @@ from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
+from bench.run import RunState
+from collectors.system_json import SystemDescription
 from flows import events, holders, steps
 from flows.cancellation import CancelWatch
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.holders import Holder, server_in_use
+from flows.outcome import CampaignOutcome, RunOutcome
 from flows.plan_view import analyzer_notes, plan_markdown, wait_notes
 from flows.progress import CampaignProgress
 from flows.slots import campaign_slot, held, slot_names
 from flows.states import campaign_state, run_state
 from flows.status import work_left_s
 from lab.errors import HostUnreachable, LinkDown, RunCancelled, is_transient
+from lab.provision import ProvisionResult
 from submission.history import plot_trends, record
+from submission.index import TreeIndex
 
 RETRIES = 2  # for a transient fault other than a link that is down (e.g. a command timed out)
 LINK_RETRIES = 200  # a cap only: a link that is down is bounded by its host's outage budget
+T = TypeVar("T")
+Images = dict[str, ProvisionResult]  # benchmark -> its image (or native environment) on a host
 
 
-def transient_only(task: Any, task_run: Any, state: Any) -> bool:
+def transient_only(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
     """Retry a task only when it failed on a transient fault, never on a wrong result: a link
     still down as long as the host's outage budget allows (HostUnreachable, once it is spent,
     is final), any other transient fault twice."""
@@ -67,18 +75,18 @@ def preflight_task(ctx: CampaignContext) -> str:
 
 
 @task(name="provision", **RETRY)  # type: ignore[call-overload]
-def provision_task(ctx: CampaignContext, host: str) -> dict[str, Any]:
+def provision_task(ctx: CampaignContext, host: str) -> Images:
     return steps.provision_host(ctx, host)
 
 
 @task(name="describe", **RETRY)  # type: ignore[call-overload]
-def describe_task(ctx: CampaignContext, host: str, images: dict[str, Any]) -> Any:
+def describe_task(ctx: CampaignContext, host: str, images: Images) -> SystemDescription:
     return steps.describe(ctx, host, images)
 
 
 @task(name="run", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
-def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
-             progress: CampaignProgress, holder: Holder) -> State[Any]:
+def run_task(ctx: CampaignContext, planned: PlannedRun, images: Images,
+             progress: CampaignProgress, holder: Holder) -> State[RunOutcome]:
     logger = get_run_logger()
 
     def waiting(why: str) -> None:
@@ -95,7 +103,7 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
             busy = steps.analyzer_busy(ctx, planned)
             if busy:
                 waiting(busy)
-            result = steps.outcome(steps.run(ctx, planned, images))
+            result = RunOutcome.of(steps.run(ctx, planned, images))
     except RunCancelled as e:
         logger.info("%s: cancelled", planned.label)
         progress.finished(planned.label, "cancelled")
@@ -112,11 +120,12 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: dict[str, Any],
 
 
 @task(name="assemble", cache_policy=NO_CACHE)
-def assemble_task(ctx: CampaignContext, descriptions: dict[str, Any]) -> Any:
+def assemble_task(ctx: CampaignContext, descriptions: dict[str, SystemDescription]
+                  ) -> TreeIndex:
     return steps.assemble_tree(ctx, descriptions)
 
 
-def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
+def stop_runs_in_flight(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> None:
     """When the flow run is cancelled and its process is gone: stop its runs on the targets,
     keep their logs, and record them cancelled (the next start of the campaign runs them
     again). The flow's own process does this first (flows.cancellation); this catches what a
@@ -142,12 +151,12 @@ def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
 @flow(name="submission", log_prints=True, on_cancellation=[stop_runs_in_flight],
       task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
 def submission(campaign_file: str | None = None, campaign: Campaign | None = None,
-               track_history: bool = False) -> State[Any]:
+               track_history: bool = False) -> State[CampaignOutcome]:
     """Run a whole campaign and assemble its submission tree (the demo campaign by default).
 
     The flow run ends Completed only when every run passed, else Failed; either way its
-    result is the campaign's summary. A cancelled one ends Cancelled, its runs in flight
-    stopped and recorded cancelled."""
+    result is the campaign's outcome (flows.outcome.CampaignOutcome). A cancelled one ends
+    Cancelled, its runs in flight stopped and recorded cancelled."""
     ctx = load_context(resolve_campaign(campaign_file, campaign))
     logger = get_run_logger()
     me = _holder(ctx)
@@ -159,11 +168,11 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
                 (watch.on_interrupt() if watch else nullcontext()):
             if watch is not None:
                 watch.own()
-            summary = _campaign(ctx, track_history, me)
-        if summary is None:
+            outcome = _campaign(ctx, track_history, me)
+        if outcome is None:
             return _cancelled(ctx, watch)
-        state = campaign_state(summary)
-        events.emit(events.campaign_event(summary, state.is_completed()))
+        state = campaign_state(outcome)
+        events.emit(events.campaign_event(outcome, state.is_completed()))
         return state
     except RunCancelled:  # cancelled while waiting for the campaign's slot
         return _cancelled(ctx, watch)
@@ -181,18 +190,18 @@ def _holder(ctx: CampaignContext) -> Holder:
                   run="", remaining_s=ctx.plan.estimate_s, run_s=ctx.plan.estimate_s)
 
 
-def _cancelled(ctx: CampaignContext, watch: CancelWatch | None) -> State[Any]:
+def _cancelled(ctx: CampaignContext, watch: CancelWatch | None) -> State[CampaignOutcome]:
     """The end of a cancelled campaign: a last sweep, then a Cancelled state saying so."""
     if watch is not None:
         watch.cancel_now()
-    stopped = sum(r.state == "cancelled" for r in ctx.store.runs())
+    stopped = sum(r.state == RunState.CANCELLED for r in ctx.store.runs())
     return Cancelled(message=f"campaign {ctx.campaign.name} cancelled: {stopped} run(s) "
                              "recorded cancelled; starting it again runs them, and repeats "
                              "nothing that finished.")
 
 
 def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
-              ) -> dict[str, Any] | None:
+              ) -> CampaignOutcome | None:
     """The campaign's steps; None when it was cancelled (its runs stopped, nothing assembled)."""
     logger = get_run_logger()
     try:
@@ -216,10 +225,10 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
-    futures: list[PrefectFuture[Any]] = []
+    futures: list[PrefectFuture[RunOutcome]] = []
     submitted: list[PlannedRun] = []
     for host in hosts:
-        previous: PrefectFuture[Any] | None = None
+        previous: PrefectFuture[RunOutcome] | None = None
         for planned in ctx.plan.for_host(host):
             # one run at a time per host; a failed run does not stop the host's next ones
             previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
@@ -233,7 +242,7 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     # a run that ended holds its outcome (Completed or Failed); its final word is the store's,
     # since settling a compliance set may have measured or re-verified it after its task
     ended = [p for p, f in zip(submitted, futures, strict=True)
-             if isinstance(f.state.result(raise_on_failure=False), steps.RunOutcome)]
+             if isinstance(f.state.result(raise_on_failure=False), RunOutcome)]
     outcomes = [o for o in (steps.final_outcome(ctx, p) for p in ended) if o is not None]
     finished = {p.label for p in ended}
     not_run = {p.label: str(f.state.result(raise_on_failure=False))
@@ -250,21 +259,20 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
                              description=f"Report of campaign {ctx.campaign.name}")
     if track_history:
         _track(ctx)
-    summary = {
-        "campaign": ctx.campaign.name, "runs": len(ctx.plan.runs),
-        "passed": sum(o.passed for o in outcomes),
-        "failed": [f"{o.label}: {o.reason}" for o in outcomes if not o.passed],
-        "not_run": len(ctx.plan.runs) - len(outcomes), "not_run_reasons": not_run,
-        "tree": str(ctx.campaign.tree_dir), "report": report.html_path,
-        "precheck": checks.summary(), "tarball": tarball.path if tarball else None,
-    }
+    outcome = CampaignOutcome(
+        campaign=ctx.campaign.name, runs=len(ctx.plan.runs),
+        passed=sum(o.passed for o in outcomes),
+        failed=tuple(f"{o.label}: {o.reason}" for o in outcomes if not o.passed),
+        not_run=len(ctx.plan.runs) - len(outcomes), not_run_reasons=not_run,
+        tree=str(ctx.campaign.paths.tree), report=report.html_path,
+        precheck=checks.summary(), tarball=tarball.path if tarball else None)
     logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
-                summary["passed"], summary["runs"], summary["tree"], summary["report"])
-    return summary
+                outcome.passed, outcome.runs, outcome.tree, outcome.report)
+    return outcome
 
 
-def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
-               ) -> dict[str, Any]:
+def _reachable(futures: dict[str, PrefectFuture[T]], given_up: dict[str, str]
+               ) -> dict[str, T]:
     """The results of per-host tasks; a host given up (its outage budget spent) is noted in
     given_up instead, so the campaign goes on with the others. Any other failure is raised."""
     results = {}
@@ -280,9 +288,9 @@ def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
 def _track(ctx: CampaignContext) -> None:
     """Nightly: append to the history, plot trends, and alert on regressions."""
     logger = get_run_logger()
-    db = ctx.campaign.output_dir / "history.sqlite"
-    records = [r for r in ctx.store.runs() if r.state == "finished"]
-    record(db, ctx.campaign.name, records)
-    plot_trends(db, ctx.campaign.output_dir / "trends")
-    for regression in events.emit_regressions(ctx.campaign.name, db):
+    paths = ctx.campaign.paths
+    records = [r for r in ctx.store.runs() if r.state == RunState.FINISHED]
+    record(paths.history, ctx.campaign.name, records)
+    plot_trends(paths.history, paths.trends)
+    for regression in events.emit_regressions(ctx.campaign.name, paths.history):
         logger.warning("REGRESSION %s", regression.describe())

@@ -20,6 +20,7 @@ from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import RunRecord
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.target import RunTarget
 from lab.config import Inventory
 from lab.errors import PowerError
@@ -61,8 +62,7 @@ def execute_official(target: RunTarget, planned: PlannedRun, store: RunStore,
     the attempt with the reason before anything runs."""
     spec = planned.spec
     latest = store.latest(spec.key)
-    if latest is not None and latest.state == "finished" and latest.verdict is not None \
-            and latest.verdict.passed:
+    if passed(latest):
         return latest  # nothing to measure: no server needed
     label = f"subrun-{spec.key[:16]}"
     director = inventory.director

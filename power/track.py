@@ -25,6 +25,7 @@ from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import OUTPUT_DIR, Check, RunRecord, Verdict
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.target import RunTarget
 from lab.config import Inventory, Mount
 from lab.errors import PowerError, SubrunError
@@ -117,8 +118,7 @@ def execute_track(target: RunTarget, planned: PlannedRun, store: RunStore, rules
     """Bring a tracking power run to its final record under the analyzer."""
     spec = planned.spec
     latest = store.latest(spec.key)
-    if latest is not None and latest.state == "finished" and latest.verdict is not None \
-            and latest.verdict.passed:
+    if passed(latest):
         return latest
     mark = f"subrun-{spec.key[:16]}"
     config = find_analyzer(inventory, analyzer)

@@ -2,7 +2,7 @@
 
 What a campaign calls, in order (each one call, so a flow task wraps it with no logic):
 
-    runs = sources.stored_runs(RunStore(campaign.store_dir))          # every attempt
+    runs = sources.stored_runs(RunStore(campaign.paths.store))        # every attempt
     request = sources.tree_request(campaign, rules, submitter)
     index = assemble.assemble(request, runs, systems, benchmarks)      # -> <tree>.index.json
     checked = precheck.precheck(request.root, rules, index)            # < 1 s for 100 results

@@ -18,7 +18,7 @@ from bench.run import RunKind
 from bench.submitted import standing
 from lab.errors import RunError
 from submission.index import PlacedResult
-from submission.inputs import StoredRun, run_label
+from submission.inputs import StoredRun
 from submission.layout import ACCURACY_TXT, DETAIL, SPL, Layout, ResultKey
 from submission.plots import PowerTrace
 
@@ -81,7 +81,7 @@ def matrix(runs: Iterable[StoredRun]) -> dict[tuple[str, str, str], dict[RunKind
     table: dict[tuple[str, str, str], dict[RunKind, RunCell]] = {}
     grouped: dict[tuple[object, ...], list[StoredRun]] = {}
     for run in runs:
-        grouped.setdefault(run_label(run.spec), []).append(run)
+        grouped.setdefault(run.spec.run, []).append(run)
     for attempts in grouped.values():
         chosen = standing(r.record for r in attempts)
         latest = next((r for r in attempts if r.record is chosen), None) or max(

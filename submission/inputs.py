@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bench.run import RunKind, RunRecord, RunSpec, Scenario
-from bench.submitted import standing
+from bench.run import RunId, RunRecord, RunSpec
+from bench.submitted import passed, standing
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,8 @@ class StoredRun:
 
     @property
     def passed(self) -> bool:
-        """Finished with a passing verdict."""
-        verdict = self.record.verdict
-        return self.record.state == "finished" and verdict is not None and verdict.passed
+        """Did this attempt pass (bench.submitted.passed)."""
+        return passed(self.record)
 
     def file(self, name: str) -> Path | None:
         """The stored file called name (a relative path, or a bare file name found anywhere)."""
@@ -80,22 +79,14 @@ class BenchmarkInput:
     command: Callable[[RunSpec], str] | None = None  # the exact command line that ran a spec
 
 
-RunLabel = tuple[str, str, str, Scenario, RunKind]  # host, benchmark, model, scenario, kind
-
-
-def run_label(spec: RunSpec) -> RunLabel:
-    """What makes runs "the same run" across attempts and re-runs with new settings."""
-    return (spec.host, spec.benchmark, spec.model, spec.scenario, spec.kind)
-
-
 def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True) -> list[StoredRun]:
     """The standing attempt of each run (bench.submitted: a performance run's best passing
     measurement, any other run's latest passing attempt), or with passing_only=False the latest
     attempt whatever its verdict; in a stable order."""
-    groups: dict[RunLabel, list[StoredRun]] = {}
+    groups: dict[RunId, list[StoredRun]] = {}
     for run in runs:
-        groups.setdefault(run_label(run.spec), []).append(run)
-    chosen: dict[RunLabel, StoredRun] = {}
+        groups.setdefault(run.spec.run, []).append(run)
+    chosen: dict[RunId, StoredRun] = {}
     for label, group in groups.items():
         if passing_only:
             record = standing(r.record for r in group)

@@ -58,7 +58,7 @@ def tree_request(campaign: Campaign, rules: RoundRules, submitter: str) -> TreeR
     def tests(model: str) -> list[str]:
         return [kind.value for kind in (rules.model(model).compliance or ())]
 
-    return TreeRequest(root=campaign.tree_dir, division=campaign.division, submitter=submitter,
+    return TreeRequest(root=campaign.paths.tree, division=campaign.division, submitter=submitter,
                        round=rules.round, style=Style(rules.layout), required_tests=tests)
 
 

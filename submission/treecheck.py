@@ -3,7 +3,7 @@
 reference/checker.md §8.5: no files in the root but *.md/*.pdf, no loose files in a division, no
 hidden names, no spaces, no __pycache__, no broken symlinks, no file over 50 MB, no empty folder;
 and every folder of a result holds exactly the files the reference lists (§1.1, §5.1, §6.5).
-Each function returns (path, message) pairs; the precheck turns them into findings.
+Each function returns (path, message) pairs, PathIssue; the precheck turns them into Findings.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from submission.layout import (
 )
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
-Problem = tuple[Path, str]
+PathIssue = tuple[Path, str]
 
 
-def hygiene(root: Path) -> list[Problem]:
+def hygiene(root: Path) -> list[PathIssue]:
     """Every §8.5 rule that concerns names, sizes and emptiness, in one walk of the tree."""
-    problems: list[Problem] = []
+    problems: list[PathIssue] = []
     for entry in _entries(root):
         if entry.is_file() and not entry.name.lower().endswith((".md", ".pdf")):
             problems.append((Path(entry.path), "a file in the submission root; only *.md and "
@@ -55,7 +55,7 @@ def hygiene(root: Path) -> list[Problem]:
     return problems
 
 
-def _name_problems(path: Path, name: str) -> list[Problem]:
+def _name_problems(path: Path, name: str) -> list[PathIssue]:
     if name.startswith("."):
         return [(path, "a hidden file or folder; remove it")]
     if " " in name:
@@ -73,7 +73,7 @@ def _entries(folder: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def file_sets(layout: Layout, key: ResultKey, implementation_json: str = "") -> list[Problem]:
+def file_sets(layout: Layout, key: ResultKey, implementation_json: str = "") -> list[PathIssue]:
     """Folders of one result whose files are not the set the reference lists."""
     scenario = layout.scenario_dir(key)
     power = (layout.power(key)).is_dir()
@@ -93,12 +93,12 @@ def file_sets(layout: Layout, key: ResultKey, implementation_json: str = "") -> 
     return problems
 
 
-def _compare(folder: Path, rule: FolderRule) -> list[Problem]:
+def _compare(folder: Path, rule: FolderRule) -> list[PathIssue]:
     entries = _entries(folder)
     files = {e.name for e in entries if e.is_file()}
     dirs = {e.name for e in entries if e.is_dir()}
     missing, unexpected = rule.mismatch(files)
-    problems: list[Problem] = []
+    problems: list[PathIssue] = []
     if missing:
         problems.append((folder, f"missing {', '.join(sorted(missing))}"))
     if unexpected:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bench.run import Scenario
+from bench.run import RunState, Scenario
 from flows.cli import app
 from flows.events import campaign_event, regression_event, run_event
-from flows.steps import RunOutcome
+from flows.outcome import CampaignOutcome, RunOutcome
 from submission.alert import AlertError, post_json
 from submission.history import record, regressions
 from tests.test_history import judged
@@ -103,7 +103,7 @@ def free_port() -> int:
 
 def test_events_name_run_key_host_benchmark_scenario_metric(tmp_path: Path) -> None:
     run = judged(900.0)
-    outcome = RunOutcome(run.spec.label, run.key, 1, "finished", False, "INVALID",
+    outcome = RunOutcome(run.spec.label, run.key, 1, RunState.FINISHED, False, "INVALID",
                          {"samples_per_second": 900.0})
     event = run_event("nightly", run.spec, outcome)
     assert event["event"] == "subrun.run.failed"
@@ -118,7 +118,8 @@ def test_events_name_run_key_host_benchmark_scenario_metric(tmp_path: Path) -> N
     assert regression["event"] == "subrun.nightly.regression"
     assert regression["payload"]["benchmark"] == "digits"
     assert regression["payload"]["change_pct"] == -10.22
-    summary = {"campaign": "c", "runs": 2, "passed": 1, "failed": ["x: y"], "not_run": 0}
-    finished = campaign_event(summary, completed=False)
+    outcome = CampaignOutcome("c", runs=2, passed=1, failed=("x: y",), report="r.html")
+    finished = campaign_event(outcome, completed=False)
     assert finished["event"] == "subrun.campaign.finished"
-    assert finished["payload"]["failed"] == ["x: y"]
+    assert finished["payload"]["failed"] == ["x: y"] and finished["payload"]["report"] == "r.html"
+    assert type(payload["state"]) is str and payload["state"] == "finished"  # plain JSON

@@ -61,5 +61,5 @@ def test_status_shows_cancelled(tmp_path: Path) -> None:
     store.update(record.key, record.attempt, state="cancelled")
 
     [status] = campaign_status(SimpleNamespace(runs=[run]), store)  # type: ignore[arg-type]
-    assert status.state == "cancelled"
+    assert status.word == "cancelled"
     assert target.host.commands() == []  # nothing asked of the host

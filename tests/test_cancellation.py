@@ -13,7 +13,7 @@ from prefect.states import Cancelled
 
 from bench.execute import execute
 from bench.store import RunStore
-from flows.states import summary_of
+from flows.states import outcome_of
 from lab.errors import RunCancelled
 
 
@@ -32,4 +32,4 @@ def test_a_cancelled_campaign_starts_no_new_attempt(tmp_path: Path) -> None:
 
 def test_a_cancelled_flow_run_is_an_error_for_subrun_run() -> None:
     with pytest.raises(RunCancelled, match="2 run\\(s\\) recorded cancelled"):
-        summary_of(Cancelled(message="campaign x cancelled: 2 run(s) recorded cancelled"))
+        outcome_of(Cancelled(message="campaign x cancelled: 2 run(s) recorded cancelled"))

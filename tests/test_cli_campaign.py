@@ -66,8 +66,8 @@ def test_status_reports_a_corrupt_run_record_naming_it(tmp_path: Path, content: 
                     "hosts: [{host: local, benchmarks: [{benchmark: digits, "
                     "scenarios: [Offline]}]}]\n")
     ctx = load_context(resolve_campaign(path, None))
-    record = RunStore(ctx.campaign.store_dir).start_attempt(ctx.plan.runs[0].spec)
-    broken = ctx.campaign.store_dir / record.key / "attempt-1" / "run.json"
+    record = RunStore(ctx.campaign.paths.store).start_attempt(ctx.plan.runs[0].spec)
+    broken = ctx.campaign.paths.store / record.key / "attempt-1" / "run.json"
     broken.write_text(content)  # what a power cut under an older subrun could leave
     result = invoke("status", str(path))
     assert result.exit_code == 1, result.output

@@ -59,8 +59,8 @@ def test_kills_at_provisioning_collection_and_assembly(lab_dir: Path, tmp_path: 
                           scenarios=("SingleStream",),
                           settings={"SingleStream": {"min_duration": 1000}})
     campaign = load_campaign(path)
-    store = RunStore(campaign.store_dir)
-    tree = campaign.output_dir / name / "submission"
+    store = RunStore(campaign.paths.store)
+    tree = campaign.paths.tree
 
     def collected_not_judged(_: str) -> bool:  # its logs are in the store, the target not
         return any(r.state == "running" and r.files for r in store.runs())  # cleaned yet

@@ -109,7 +109,7 @@ def test_deployment_run_full_on_two_hosts(server_env: dict[str, str], lab_dir: P
     finally:
         stop_group(serve)
     campaign = load_campaign(path)
-    report = precheck(campaign.tree_dir, load_rules(campaign.round))
+    report = precheck(campaign.paths.tree, load_rules(campaign.round))
     assert report.passed and report.results_checked == 2, [f.line() for f in report.findings]
 
 
@@ -165,7 +165,7 @@ def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
         for worker in workers:
             stop_group(worker)
         stop_lab_daemon(lab_inventory, analyzer)
-    records = [r for p in paths.values() for r in RunStore(load_campaign(p).store_dir).runs()]
+    records = [r for p in paths.values() for r in RunStore(load_campaign(p).paths.store).runs()]
     assert len(records) == 4 and all(r.verdict and r.verdict.passed for r in records), records
     assert_no_overlap(records)  # one run at a time on host h2
     assert_no_overlap([r for r in records if r.spec.kind is RunKind.POWER])  # and the analyzer

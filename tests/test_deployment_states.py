@@ -122,7 +122,7 @@ def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
         entry["benchmarks"][0]["settings"] = {  # and the native one until it is cancelled
             "Offline": {"min_duration": duration_ms, "target_qps": 12000}}
     path.write_text(yaml.safe_dump(data))
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     started = deployment_run(served, path, watch=False)
     assert started.returncode == 0, started.stdout + started.stderr
     run_id = flow_run(served, started.stdout)["id"]

@@ -24,7 +24,7 @@ from bench.plan import PlannedRun, make_plan
 from bench.rules import load_rules
 from bench.run import RunKind, Scenario
 from bench.store import RunStore
-from bench.target import RunTarget, remote_run_dir, run_id
+from bench.target import RunTarget, remote_run_dir
 from lab.config import Inventory
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
@@ -91,7 +91,7 @@ def test_performance_run_is_judged_stored_and_never_repeated(h2_target: RunTarge
     assert (again.attempt, again.files, again.finished_at) == (record.attempt, record.files,
                                                                record.finished_at)
     assert len(store.attempts(record.key)) == 1
-    assert not h2_target.host.exists(remote_run_dir(h2_target, run_id(h2_target, record)))
+    assert not h2_target.host.exists(remote_run_dir(h2_target, record.id.name(h2_target.campaign)))
 
 
 def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Path) -> None:
@@ -197,7 +197,7 @@ def test_invalid_offline_run_is_rerun_with_the_proposed_qps(h2_target: RunTarget
     attempts = store.attempts(run.spec.key)
     first = attempts[0]
     assert first.verdict is not None and not first.verdict.passed
-    assert "INVALID" in first.verdict.reason and first.verdict.retry_settings
+    assert "INVALID" in first.verdict.reason and first.verdict.rerun_settings
     assert len(attempts) == 2 and record.attempt == 2 and record.key == run.spec.key
     assert record.spec.settings["*.Offline.target_qps"] > 50
 

@@ -20,20 +20,20 @@ def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir:
 
     path = write_campaign(tmp_path, "two-hosts", lab_dir / "hosts.yaml", ["h2", "h3"])
     summary = submission(campaign_file=str(path))
-    assert summary["runs"] == 4 and summary["passed"] == 4, summary["failed"]
-    assert summary["precheck"].startswith("prechecks passed"), summary["precheck"]
-    tree = Path(summary["tree"])
+    assert summary.runs == 4 and summary.passed == 4, summary.failed
+    assert summary.precheck.startswith("prechecks passed"), summary.precheck
+    tree = Path(summary.tree)
     results = tree / "open" / "SubrunLab" / "results"
     assert {p.name for p in results.iterdir()} == {"h2", "h3"}
     assert (results / "h2" / "digits-svm" / "Offline" / "accuracy" / "accuracy.txt").is_file()
-    assert Path(summary["report"]).is_file() and Path(summary["tarball"]).is_file()
-    store = RunStore(load_campaign(path).store_dir)
+    assert Path(summary.report).is_file() and Path(summary.tarball).is_file()
+    store = RunStore(load_campaign(path).paths.store)
     keys = store.keys()
     attempts = {k: len(store.attempts(k)) for k in keys}
     again = submission(campaign_file=str(path), track_history=True)  # as nightly does
-    assert again["passed"] == 4
-    out = load_campaign(path).output_dir
-    assert (out / "history.sqlite").is_file()
-    assert len(list((out / "trends").glob("*.png"))) == 2  # Offline throughput on h2 and h3
+    assert again.passed == 4
+    paths = load_campaign(path).paths
+    assert paths.history.is_file()
+    assert len(list(paths.trends.glob("*.png"))) == 2  # Offline throughput on h2 and h3
     assert store.keys() == keys
     assert {k: len(store.attempts(k)) for k in keys} == attempts

@@ -11,29 +11,33 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.states import campaign_message, campaign_state, run_state
-from flows.steps import RunOutcome
+from bench.run import RunState
+from flows.outcome import CampaignOutcome, RunOutcome
+from flows.states import campaign_state, outcome_of, run_state
 from tests.support.campaigns import write_campaign
 
 
-def summary(**changes: Any) -> dict[str, Any]:
-    return {"campaign": "c", "runs": 2, "passed": 2, "failed": [], "not_run": 0, **changes}
+def summary(**changes: Any) -> CampaignOutcome:
+    return CampaignOutcome(**{"campaign": "c", "runs": 2, "passed": 2, **changes})
 
 
 def test_campaign_is_completed_only_when_every_run_passed() -> None:
-    assert campaign_state(summary()).is_completed()
-    failed = campaign_state(summary(passed=1, failed=["h2/digits/Offline/performance: INVALID"]))
+    done = campaign_state(summary())
+    assert done.is_completed() and outcome_of(done) == summary()  # the result is the outcome
+    failed = campaign_state(summary(passed=1, failed=("h2/digits/Offline/performance: INVALID",)))
     assert failed.is_failed() and "h2/digits/Offline/performance: INVALID" in failed.message
+    assert outcome_of(failed).failed == ("h2/digits/Offline/performance: INVALID",)
     assert campaign_state(summary(passed=1, not_run=1)).is_failed()
-    assert "1 run(s) did not run" in campaign_message(summary(passed=1, not_run=1))
+    assert "1 run(s) did not run" in summary(passed=1, not_run=1).message
+    assert campaign_state(summary(passed=1)).is_failed()  # a run unaccounted for is no pass
 
 
 def test_run_state_carries_the_reason_and_the_outcome() -> None:
-    outcome = RunOutcome("h2/digits/Offline/performance", "k", 1, "finished", False,
+    outcome = RunOutcome("h2/digits/Offline/performance", "k", 1, RunState.FINISHED, False,
                          "LoadGen judged the run INVALID")
     state = run_state(outcome)
     assert state.is_failed() and "INVALID" in (state.message or "")
-    assert run_state(RunOutcome("l", "k", 1, "finished", True, "")).is_completed()
+    assert run_state(RunOutcome("l", "k", 1, RunState.FINISHED, True, "")).is_completed()
 
 
 def _task_states(flow_run_id: Any) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def test_a_failed_run_fails_its_task_and_the_campaign(prefect_api: None, lab_dir
     assert "h2/digits/Offline/performance" in (state.message or "")
     assert "h3" not in (state.message or "")
     result = state.result(raise_on_failure=False)
-    assert result["passed"] == 1 and len(result["failed"]) == 1
+    assert result.passed == 1 and len(result.failed) == 1
     tasks = _task_states(state.state_details.flow_run_id)
     assert tasks["h2/digits/Offline/performance"].is_failed()
     assert "INVALID" in (tasks["h2/digits/Offline/performance"].message or "")
@@ -100,4 +104,4 @@ def test_a_failed_run_fails_its_task_and_the_campaign(prefect_api: None, lab_dir
                              accuracy=False)
     state = submission(campaign_file=str(passing), return_state=True)
     assert state.is_completed(), state.message
-    assert state.result()["passed"] == 1
+    assert state.result().passed == 1

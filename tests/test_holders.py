@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from flows.holders import Holder
 from flows.plan_view import wait_notes, wall_time_s
-from flows.status import eta_s
+from flows.status import RunStatus, eta_s
 
 HOLDER = Holder("id", "papaya-sponge", "served-full", "local/digits/Offline/power",
                 remaining_s=50.0, run_s=20.0, slot="host:local")
@@ -31,9 +31,8 @@ def test_wall_time_and_eta_add_the_wait_on_a_shared_host() -> None:
     plan = SimpleNamespace(hosts=lambda: list(runs), host_estimate_s=runs.__getitem__)
     assert wall_time_s(plan, {}) == 100.0  # type: ignore[arg-type]
     assert wall_time_s(plan, {"b": 50.0}) == 110.0  # type: ignore[arg-type]
-    statuses = [SimpleNamespace(state="pending", record=None,
-                                planned=SimpleNamespace(spec=SimpleNamespace(host=h),
-                                                        estimate_s=s)) for h, s in runs.items()]
+    statuses = [RunStatus(SimpleNamespace(spec=SimpleNamespace(host=h),  # type: ignore[arg-type]
+                                          estimate_s=s), None) for h, s in runs.items()]
     assert eta_s(plan, statuses) == 100.0  # type: ignore[arg-type]
     assert eta_s(plan, statuses, {"b": 50.0}) == 110.0  # type: ignore[arg-type]
     [note] = wait_notes({"b": replace(HOLDER, since=datetime.now(UTC))})

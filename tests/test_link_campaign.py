@@ -75,11 +75,11 @@ def test_ssh_cut_every_few_seconds_still_runs_everything_once(
     finally:
         stop.set()
         thread.join()
-    assert summary["runs"] == 4 and summary["passed"] == 4, summary
-    assert summary["precheck"].startswith("prechecks passed"), summary["precheck"]
-    assert Path(summary["tarball"]).is_file()  # the tree was assembled
+    assert summary.runs == 4 and summary.passed == 4, summary
+    assert summary.precheck.startswith("prechecks passed"), summary.precheck
+    assert Path(summary.tarball).is_file()  # the tree was assembled
     assert all(p.cuts > 3 for p in proxies.values()), {h: p.cuts for h, p in proxies.items()}
-    done_exactly_once(RunStore(load_campaign(path).store_dir))
+    done_exactly_once(RunStore(load_campaign(path).paths.store))
 
 
 def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
@@ -96,7 +96,7 @@ def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
     path = write_campaign(tmp_path, f"retry-{uuid.uuid4().hex[:8]}", inventory, ["h2"],
                           scenarios=("SingleStream",), accuracy=False,
                           settings={"SingleStream": {"min_duration": 6000}})
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     went_down: list[float] = []
 
     config = lab_inventory.host("h2")
@@ -122,7 +122,7 @@ def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
     state = submission(campaign_file=str(path), return_state=True)
     thread.join()
     summary = state.result()
-    assert went_down and summary["passed"] == 1, summary
+    assert went_down and summary.passed == 1, summary
     done_exactly_once(store)
     (record,) = store.runs()
     assert record.attempt == 1  # reattached by the retry, not started again
@@ -142,7 +142,7 @@ def test_a_host_gone_for_its_whole_budget_is_given_up_and_the_others_finish(
                                   outage_budget_s=12)
     path = write_campaign(tmp_path, f"gone-{uuid.uuid4().hex[:8]}", inventory, HOSTS,
                           scenarios=("SingleStream",), settings=QUICK)
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
 
     def gone() -> None:  # h2 disappears for good once its first run is under way
         deadline = time.monotonic() + 240
@@ -156,8 +156,8 @@ def test_a_host_gone_for_its_whole_budget_is_given_up_and_the_others_finish(
     state = submission(campaign_file=str(path), return_state=True)
     thread.join()
     summary = state.result(raise_on_failure=False)
-    assert state.is_failed() and summary["passed"] == 2 and summary["not_run"] == 2, summary
-    reasons = summary["not_run_reasons"]
+    assert state.is_failed() and summary.passed == 2 and summary.not_run == 2, summary
+    reasons = summary.not_run_reasons
     assert sorted(reasons) == ["h2/digits/SingleStream/accuracy",
                                "h2/digits/SingleStream/performance"], reasons
     assert all("outage_budget_s: 12" in why for why in reasons.values()), reasons

@@ -116,7 +116,7 @@ def test_partition_while_a_run_runs_costs_time_not_the_run(
     real_wait = remote.wait
     waits: list[float] = []
 
-    def wait_then_partition(*args: object, **kwargs: object) -> remote.RunStatus:
+    def wait_then_partition(*args: object, **kwargs: object) -> remote.ProcessEnd:
         waits.append(time.monotonic())
         if len(waits) == 1:  # the link goes silent while the controller waits on the run
             threading.Timer(1.0, partition_for, (proxy, 6.0)).start()

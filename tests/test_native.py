@@ -22,7 +22,7 @@ from bench.manifest import load_manifest
 from bench.native import native_spec, process_name, provision
 from bench.plan import PlannedRun
 from bench.run import RunKind
-from bench.target import RunTarget, remote_run_dir, run_id
+from bench.target import RunTarget, remote_run_dir
 from flows import steps
 from flows.context import CampaignContext, load_context
 from lab.config import HostConfig, Inventory
@@ -117,8 +117,8 @@ def test_native_offline_performance_run_is_valid_and_never_repeated(
     assert "Result is : VALID" in summary
     host = ctx.host(HOST)
     target = target_of(ctx, images)
-    assert not host.exists(remote_run_dir(target, run_id(target, record)))
-    assert not host.exists(host.detached_dir(process_name(run_id(target, record))))
+    assert not host.exists(remote_run_dir(target, record.id.name(target.campaign)))
+    assert not host.exists(host.detached_dir(process_name(record.id.name(target.campaign))))
     again = steps.run(ctx, run, images)
     assert (again.attempt, again.finished_at) == (record.attempt, record.finished_at)
 

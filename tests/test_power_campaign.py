@@ -78,10 +78,10 @@ def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
     inventory.write_text(yaml.safe_dump(hosts, sort_keys=False))
     path = write_campaign(tmp_path, "track-power", inventory, ["h2"], power=True)  # short
     summary = submission(campaign_file=str(path))
-    assert summary["runs"] == 3 and summary["passed"] == 3, summary["failed"]
+    assert summary.runs == 3 and summary.passed == 3, summary.failed
     store = RunStore(tmp_path / "out" / "track-power" / "store")
     power = next(r for r in store.runs() if r.spec.kind is RunKind.POWER)
     assert power.verdict is not None and not power.verdict.submittable
     assert "tracking only" in next(c.detail for c in power.verdict.checks if c.name == "power")
-    performance = next(Path(summary["tree"]).glob("open/*/results/h2/*/Offline/performance"))
+    performance = next(Path(summary.tree).glob("open/*/results/h2/*/Offline/performance"))
     assert not (performance / "power").exists()  # subrun's daemon never enters the tree

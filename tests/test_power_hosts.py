@@ -39,7 +39,7 @@ def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
     finally:
         progress.unlisten(steps.append)
     assert state.is_completed(), state.message
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     power = [r for r in store.runs() if r.spec.kind is RunKind.POWER]
     assert sorted(r.spec.host for r in power) == ["h2", "h3"]
     assert all(r.verdict is not None and r.verdict.passed for r in power)
@@ -92,7 +92,7 @@ def test_each_host_is_read_from_its_own_analyzer(prefect_api: None, lab_dir: Pat
     finally:
         stop_lab_daemon(lab_inventory, heavy)
     assert state.is_completed(), state.message
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     watts = {r.spec.host: r.verdict.metrics["power_w"] for r in store.runs()
              if r.spec.kind is RunKind.POWER and r.verdict is not None}
     assert watts["h3"] > 500, watts  # the heavy analyzer, on h3's feed

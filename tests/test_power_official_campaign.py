@@ -71,16 +71,16 @@ def test_official_power_campaign_on_a_lab_host(prefect_api: None,
     text = path.read_text().replace("power: false", "power: official")
     path.write_text(text)
     summary = submission(campaign_file=str(path))
-    assert summary["runs"] == 3 and summary["passed"] == 3, summary["failed"]
+    assert summary.runs == 3 and summary.passed == 3, summary.failed
 
-    store = RunStore(load_campaign(path).store_dir)
+    store = RunStore(load_campaign(path).paths.store)
     power = next(r for r in store.runs() if r.spec.kind is RunKind.POWER)
     assert power.verdict is not None and power.verdict.passed, power.verdict
     assert not power.verdict.submittable  # subrun's daemon is not SPEC PTDaemon
     identity = next(c for c in power.verdict.checks if c.name == "ptd_identity")
     assert "not SPEC PTDaemon" in identity.detail and "subrun" in identity.detail
     assert 10 < power.verdict.metrics["power_w"] < 1000
-    report_md = (Path(summary["report"]).parent / "report.md").read_text()
+    report_md = (Path(summary.report).parent / "report.md").read_text()
     assert "not SPEC PTDaemon" in report_md  # reported to whoever reads the report, too
 
     folder = store.path(power.key, power.attempt)
@@ -89,7 +89,7 @@ def test_official_power_campaign_on_a_lab_host(prefect_api: None,
     assert "1.11.1" in report.failed[IDENTITY_CHECK]
     assert len(report.passed) == 10, report
 
-    performance = next(Path(summary["tree"]).glob("open/*/results/h2/*/Offline/performance"))
+    performance = next(Path(summary.tree).glob("open/*/results/h2/*/Offline/performance"))
     for name in ("power/client.json", "power/client.log", "power/ptd_logs.txt",
                  "power/server.json", "power/server.log", "ranging/spl.txt",
                  "ranging/mlperf_log_detail.txt", "run_1/spl.txt",

@@ -53,7 +53,7 @@ def test_a_dropped_link_mid_power_run_is_reattached_not_rerun(
     director = open_host(inventory.host("local"))
     serving_at_reattach: list[bool] = []
 
-    def dropped_once(*args: object, **kwargs: object) -> remote.RunStatus:
+    def dropped_once(*args: object, **kwargs: object) -> remote.ProcessEnd:
         if not serving_at_reattach:
             serving_at_reattach.append(False)
             time.sleep(8)  # power-dev's client is talking to the server by now

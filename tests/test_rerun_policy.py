@@ -34,7 +34,7 @@ def failed(detail: str, name: str = "compliance") -> Verdict:
     (failed("accuracy: responses differ from the accuracy run's"), False),
     (failed("performance: TEST FAIL; accuracy (non-deterministic check): 70.0 < 76.3"), False),
     (failed("LoadGen judged the run INVALID", name="valid"), False),
-    (Verdict(passed=False, retry_settings={"*.Offline.target_qps": 900}), True),
+    (Verdict(passed=False, rerun_settings={"*.Offline.target_qps": 900}), True),
 ])
 def test_what_is_run_again(verdict: Verdict, rerun: bool, tmp_path: Path) -> None:
     store = RunStore(tmp_path)

@@ -22,7 +22,7 @@ import pytest
 from bench import target as remote
 from bench.campaign import Campaign, load_campaign
 from bench.manifest import load_manifest
-from bench.run import RunRecord
+from bench.run import RunRecord, RunState
 from bench.store import RunStore
 from bench.target import RunTarget
 from lab.config import Inventory
@@ -60,11 +60,11 @@ def subrun_env(tmp_path: Path) -> dict[str, str]:
 def in_flight(store: RunStore, targets: dict[str, RunTarget]) -> RunRecord | None:
     """A running attempt whose container is up on its host, once another run has finished."""
     records = store.runs()  # the latest attempt of each run
-    if not any(r.state == "finished" for r in records):
+    if not any(r.state == RunState.FINISHED for r in records):
         return None
-    for record in (r for r in records if r.state == "running"):
+    for record in (r for r in records if r.state == RunState.RUNNING):
         target = targets[record.spec.host]  # the container, looked up by its run label
-        container = target.engine.find(remote.run_id(target, record))
+        container = target.engine.find(record.id.name(target.campaign))
         try:
             if container is not None and target.engine.status(container).running:
                 return record
@@ -109,7 +109,7 @@ def test_killed_campaign_resumes_without_repeating_a_run(
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", HOSTS, accuracy=False,
                           scenarios=("Offline", "SingleStream"), settings=SETTINGS)
     campaign: Campaign = load_campaign(path)
-    store, env, log = RunStore(campaign.store_dir), subrun_env(tmp_path), tmp_path / "first.log"
+    store, env, log = RunStore(campaign.paths.store), subrun_env(tmp_path), tmp_path / "first.log"
     with log.open("wb") as out:
         first = subprocess.Popen([str(SUBRUN), "run", str(path)], env=env, cwd=ROOT,
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -11,7 +11,7 @@ import pytest
 from bench.execute import execute
 from bench.run import RunKind, RunRecord, Scenario
 from bench.store import RunStore
-from bench.target import RunTarget, run_id
+from bench.target import RunTarget
 from lab.config import Inventory
 from tests.support.targets import provisioned_target
 from tests.test_execute import RULES, longer, planned
@@ -45,7 +45,7 @@ def test_same_run_in_two_campaigns_never_clashes(lab_inventory: Inventory,
     for record in (full, nightly):
         assert record.state == "finished" and record.verdict is not None, record.error
         assert record.verdict.passed, record.verdict.reason
-    names = {run_id(t, records[t.campaign]) for t in targets}
+    names = {records[t.campaign].id.name(t.campaign) for t in targets}
     assert names == {f"full-{run.spec.key}-a1", f"nightly-{run.spec.key}-a1"}
     left = targets[0].host.run(["docker", "ps", "-a", "--format", "{{.Names}}"],
                                env=_docker_env(targets[0])).stdout

@@ -55,7 +55,7 @@ def test_two_campaigns_on_one_host_never_overlap(prefect_api: None, lab_dir: Pat
     assert all(s.is_completed() for s in states.values()), {k: s.message
                                                            for k, s in states.items()}
     intervals = sorted((r.started_at, r.finished_at)
-                       for p in paths for r in RunStore(load_campaign(p).store_dir).runs())
+                       for p in paths for r in RunStore(load_campaign(p).paths.store).runs())
     assert len(intervals) == 4
     for (_, end), (start_next, _) in itertools.pairwise(intervals):
         assert end is not None and end <= start_next, intervals

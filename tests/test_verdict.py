@@ -63,7 +63,7 @@ def test_valid_short_runs_pass_but_are_not_submittable(root: Path, scenario: Sce
     spec = make_spec(scenario, targets)
     verdict = judge_dir(spec, execute(root, f"valid-{scenario.value}", spec, sut))
     assert verdict.passed, verdict.reason
-    assert not verdict.submittable and verdict.reason == "" and verdict.retry_settings is None
+    assert not verdict.submittable and verdict.reason == "" and verdict.rerun_settings is None
     names = {c.name for c in verdict.checks}
     assert {"valid", "seeds", "loadgen_errors", "min_duration", "scenario"} <= names
     short = [c for c in verdict.checks if c.detail.startswith("short mode:")]
@@ -76,13 +76,13 @@ def test_invalid_offline_gets_a_higher_target_that_then_passes(root: Path) -> No
     verdict = judge_dir(spec, execute(root, "offline-invalid", spec, FAST))
     assert not verdict.passed and failed(verdict.checks, "valid")
     assert "INVALID" in verdict.reason and "min duration" in verdict.reason
-    assert verdict.retry_settings is not None
-    new_qps = verdict.retry_settings["*.Offline.target_qps"]
+    assert verdict.rerun_settings is not None
+    new_qps = verdict.rerun_settings["*.Offline.target_qps"]
     assert isinstance(new_qps, float) and new_qps > 1000
     assert new_qps == pytest.approx(verdict.metrics["samples_per_second"] * 1.1, rel=1e-3)
-    retried = spec.model_copy(update={"settings": verdict.retry_settings})
-    assert retried.key != spec.key
-    again = judge_dir(retried, execute(root, "offline-retried", retried, FAST))
+    rerun = spec.model_copy(update={"settings": verdict.rerun_settings})
+    assert rerun.key != spec.key
+    again = judge_dir(rerun, execute(root, "offline-rerun", rerun, FAST))
     assert again.passed, again.reason
 
 
@@ -92,8 +92,8 @@ def test_overloaded_server_gets_a_lower_target(root: Path) -> None:
     verdict = judge_dir(spec, execute(root, "server-overloaded", spec, slow))
     assert not verdict.passed and failed(verdict.checks, "valid")
     assert "latency constraint" in verdict.reason or "early stopping" in verdict.reason
-    assert verdict.retry_settings is not None
-    new_qps = verdict.retry_settings["*.Server.target_qps"]
+    assert verdict.rerun_settings is not None
+    new_qps = verdict.rerun_settings["*.Server.target_qps"]
     assert isinstance(new_qps, float) and new_qps < 1500
     assert new_qps == pytest.approx(verdict.metrics["completed_samples_per_second"] * 0.9,
                                     rel=1e-4)
@@ -130,14 +130,14 @@ def test_loadgen_error_fails_the_run(root: Path) -> None:
     assert "load user.conf once" in verdict.fix
 
 
-def test_singlestream_out_of_queries_is_an_error_with_a_retry(root: Path) -> None:
+def test_singlestream_out_of_queries_is_an_error_with_a_rerun(root: Path) -> None:
     spec = make_spec(Scenario.SINGLE_STREAM, PerfTargets(target_latency_ms=2))
     verdict = judge_dir(spec, execute(root, "ss-out-of-queries", spec, TinySut()))
     assert not verdict.passed
     assert failed(verdict.checks, "loadgen_errors") and "Ran out of generated queries" in \
         verdict.reason
-    assert verdict.retry_settings is not None
-    new_latency = verdict.retry_settings["*.SingleStream.target_latency"]
+    assert verdict.rerun_settings is not None
+    new_latency = verdict.rerun_settings["*.SingleStream.target_latency"]
     assert isinstance(new_latency, float) and new_latency < 2
 
 

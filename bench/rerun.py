@@ -13,11 +13,11 @@ from __future__ import annotations
 from bench.loadgen_log import DetailLog
 from bench.run import RunSpec, Scenario, Setting
 
-RETRY_UP = 1.1  # Offline: a query big enough to outlast min_duration at the measured speed
-RETRY_DOWN = 0.9  # Server: back off below the load the SUT could not serve in time
+RERUN_UP = 1.1  # Offline: a query big enough to outlast min_duration at the measured speed
+RERUN_DOWN = 0.9  # Server: back off below the load the SUT could not serve in time
 
 
-def retry_settings(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | None, str]:
+def rerun_settings(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | None, str]:
     """Settings for a re-run of an INVALID run, derived from what it measured, and the fix."""
     key = f"*.{spec.scenario.loadgen}.target_qps"
     current = positive(spec.settings.get(key, log.effective.get("target_qps")))
@@ -25,17 +25,17 @@ def retry_settings(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | 
         measured = positive(log.get("result_samples_per_second"))
         if log.get("result_min_duration_met") is not False or measured is None:
             return None, "Look at the run's summary for why LoadGen judged it INVALID."
-        new = measured * RETRY_UP
+        new = measured * RERUN_UP
         why = f"The SUT ran {measured:g} samples/s, so target_qps {current} made too short a run"
     elif spec.scenario in (Scenario.SERVER, Scenario.INTERACTIVE):
         measured = positive(log.get("result_completed_samples_per_sec"))
         known = [x for x in (current, measured) if x is not None]
         if not known:
             return None, "Lower target_qps and re-run."
-        new = min(known) * RETRY_DOWN
+        new = min(known) * RERUN_DOWN
         why = f"The SUT completed {measured} samples/s at target_qps {current}"
     elif log.get("result_min_duration_met") is False or log.get("result_min_queries_met") is False:
-        return _retry_latency(spec, log)
+        return _rerun_latency(spec, log)
     else:
         return None, ("Early stopping needs more queries: run longer (in short mode raise "
                       "min_duration or min_query_count).")
@@ -45,13 +45,13 @@ def retry_settings(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | 
     return {**spec.settings, key: new}, f"{why}: re-run with target_qps {new}."
 
 
-def _retry_latency(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | None, str]:
+def _rerun_latency(spec: RunSpec, log: DetailLog) -> tuple[dict[str, Setting] | None, str]:
     """SingleStream/MultiStream that ran out of queries: expect the latency it measured."""
     key = f"*.{spec.scenario.loadgen}.target_latency"
     measured_ns = positive(log.get("result_mean_latency_ns"))
     if measured_ns is None:
         return None, "Lower target_latency (the expected latency) and re-run."
-    new = round(measured_ns / 1e6 * RETRY_DOWN, 4)
+    new = round(measured_ns / 1e6 * RERUN_DOWN, 4)
     return ({**spec.settings, key: new},
             f"The SUT answered in {measured_ns / 1e6:.4g} ms on average, faster than the expected "
             f"latency, so LoadGen ran out of queries: re-run with target_latency {new} ms.")

@@ -1,0 +1,66 @@
+"""What a run and a whole campaign come to: the values the flow returns and the CLI, events,
+states and deployments read, by attribute rather than by string key.
+
+Both are small frozen values, so Prefect can keep them as results (a task run's, a flow run's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bench.run import RunRecord, RunState
+from bench.submitted import passed
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the flow needs to know of a finished run."""
+
+    label: str
+    key: str
+    attempt: int
+    state: RunState
+    passed: bool
+    reason: str
+    metrics: Mapping[str, float] = field(default_factory=dict)  # the verdict's, for events
+
+    @classmethod
+    def of(cls, record: RunRecord) -> RunOutcome:
+        """The outcome of one attempt, from its record."""
+        verdict = record.verdict
+        reason = record.error or (verdict.reason if verdict else "")
+        return cls(record.spec.label, record.key, record.attempt, record.state, passed(record),
+                   reason, dict(verdict.metrics) if verdict else {})
+
+
+@dataclass(frozen=True)
+class CampaignOutcome:
+    """A campaign's result: how many runs passed, which failed or did not run, and where the
+    tree, its report and its tarball are."""
+
+    campaign: str
+    runs: int  # planned
+    passed: int
+    failed: tuple[str, ...] = ()  # "label: reason" of every run that ended without passing
+    not_run: int = 0  # planned runs that never ended (cancelled, host given up, an error)
+    not_run_reasons: Mapping[str, str] = field(default_factory=dict)  # label -> why
+    tree: str = ""
+    report: str = ""  # report.html
+    precheck: str = ""  # the prechecks' one-line summary
+    tarball: str | None = None  # None: no result made it into a tree
+
+    @property
+    def all_passed(self) -> bool:
+        """Every planned run passed: the one condition for a Completed campaign."""
+        return not self.failed and not self.not_run and self.passed >= self.runs
+
+    @property
+    def message(self) -> str:
+        """One line: how many passed, and which runs failed or did not run."""
+        line = f"campaign {self.campaign}: {self.passed}/{self.runs} runs passed"
+        if self.failed:
+            line += "; failed: " + "; ".join(self.failed)
+        if self.not_run:
+            line += f"; {self.not_run} run(s) did not run"
+        return line
