@@ -1,0 +1,76 @@
+"""The training benchmark contract and the demo benchmark's log under the official checker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.manifest import load_manifest
+from bench.training_log import check_log, read_facts
+from bench.training_manifest import TrainingManifest, is_training, load_training_manifest
+from lab.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {"name": "x", "kind": "training", "open": {"model": "m", "maps_to": "dlrm_dcnv2"},
+        "ruleset": "6.0.0", "run": ["train", "--seed", "{seed}"],
+        "quality": {"target": 0.8}, "global_batch_size": 64}
+
+
+def test_the_demo_manifest_loads_as_training() -> None:
+    manifest = load_training_manifest("ctr-mini")
+    assert is_training("ctr-mini") and not is_training("digits")
+    assert (manifest.official_model, manifest.division, manifest.ruleset) == (
+        "dlrm_dcnv2", "open", "6.0.0")
+    argv = manifest.train_argv(seed=42, submitter="Acme", system="h2", division="open")
+    assert argv[argv.index("--seed") + 1] == "42"
+    assert argv[argv.index("--benchmark") + 1] == "dlrm_dcnv2"
+    with pytest.raises(ConfigError, match="kind"):
+        load_manifest("ctr-mini")  # an inference campaign cannot take it
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"run": ["train"]}, "must pass the run's seed"),
+    ({"run": ["train", "{seed}", "{scenario}"]}, "{scenario}, which is not a placeholder"),
+    ({"benchmark": "dlrm_dcnv2"}, "exactly one of"),
+    ({"ruleset": "6.0"}, "ruleset"),
+])
+def test_bad_training_manifests_are_refused(change: dict[str, object], words: str) -> None:
+    with pytest.raises(ValueError, match=words.replace("{", r"\{").replace("}", r"\}")):
+        TrainingManifest.model_validate({**BASE, **change})
+
+
+def train(out: Path, seed: int, target: float = 0.872, epochs: int = 12) -> Path:
+    """One real run of the demo harness on this machine; its mllog file."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "images/ctr-mini")}
+    subprocess.run([sys.executable, "-m", "ctr_bench.train", "--seed", str(seed),
+                    "--output-dir", str(out), "--target", str(target), "--submitter", "Acme",
+                    "--system", "h2", "--max-epochs", str(epochs)],
+                   check=True, env=env, capture_output=True, timeout=120)
+    return out / "result.txt"
+
+
+def test_a_demo_run_passes_the_official_compliance_checker(tmp_path: Path) -> None:
+    log = train(tmp_path / "a", seed=1234)
+    check = check_log(log, "6.0.0")
+    assert check.valid, check.messages
+    facts = read_facts(log, "6.0.0")
+    assert facts.status == "success" and facts.seeds == [1234]
+    assert facts.accuracy is not None and facts.accuracy >= 0.872
+    assert facts.epochs is not None and 1 <= facts.epochs <= 12
+    assert facts.time_to_train_min is not None and 0 < facts.time_to_train_min < 1
+    assert (facts.benchmark, facts.global_batch_size) == ("dlrm_dcnv2", 512)
+
+
+def test_an_unreachable_target_aborts_and_a_cut_log_fails_the_checker(tmp_path: Path) -> None:
+    log = train(tmp_path / "b", seed=5, target=0.99, epochs=2)
+    assert read_facts(log, "6.0.0").status == "aborted"
+    cut = tmp_path / "cut.txt"
+    cut.write_text("".join(line for line in log.read_text().splitlines(keepends=True)
+                           if '"run_stop"' not in line))
+    check = check_log(cut, "6.0.0")
+    assert not check.valid and any("run_stop" in m for m in check.messages)
+    assert not check_log(tmp_path / "none.txt", "6.0.0").valid
