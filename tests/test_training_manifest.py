@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +10,8 @@ from bench.manifest import load_manifest
 from bench.training_log import check_log, read_facts
 from bench.training_manifest import TrainingManifest, is_training, load_training_manifest
 from lab.errors import ConfigError
+from testkit.training import train
 
-ROOT = Path(__file__).resolve().parents[1]
 BASE = {"name": "x", "kind": "training", "open": {"model": "m", "maps_to": "dlrm_dcnv2"},
         "ruleset": "6.0.0", "run": ["train", "--seed", "{seed}"],
         "quality": {"target": 0.8}, "global_batch_size": 64}
@@ -43,16 +40,7 @@ def test_bad_training_manifests_are_refused(change: dict[str, object], words: st
         TrainingManifest.model_validate({**BASE, **change})
 
 
-def train(out: Path, seed: int, target: float = 0.872, epochs: int = 12) -> Path:
-    """One real run of the demo harness on this machine; its mllog file."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "images/ctr-mini")}
-    subprocess.run([sys.executable, "-m", "ctr_bench.train", "--seed", str(seed),
-                    "--output-dir", str(out), "--target", str(target), "--submitter", "Acme",
-                    "--system", "h2", "--max-epochs", str(epochs)],
-                   check=True, env=env, capture_output=True, timeout=120)
-    return out / "result.txt"
-
-
+@pytest.mark.slow
 def test_a_demo_run_passes_the_official_compliance_checker(tmp_path: Path) -> None:
     log = train(tmp_path / "a", seed=1234)
     check = check_log(log, "6.0.0")
@@ -65,6 +53,7 @@ def test_a_demo_run_passes_the_official_compliance_checker(tmp_path: Path) -> No
     assert (facts.benchmark, facts.global_batch_size) == ("dlrm_dcnv2", 512)
 
 
+@pytest.mark.slow
 def test_an_unreachable_target_aborts_and_a_cut_log_fails_the_checker(tmp_path: Path) -> None:
     log = train(tmp_path / "b", seed=5, target=0.99, epochs=2)
     assert read_facts(log, "6.0.0").status == "aborted"
