@@ -49,6 +49,7 @@ class RunKind(StrEnum):
     TEST08 = "TEST08"
     TEST09 = "TEST09"
     POWER = "power"  # a ranging then a testing performance run under the analyzer
+    TRAINING = "training"  # one seeded run of a training benchmark (bench.training_campaign)
 
     @property
     def is_compliance(self) -> bool:
@@ -93,6 +94,8 @@ class RunSpec(BaseModel):
     @property
     def label(self) -> str:
         """A name a person can read, unique within a campaign."""
+        if self.kind is RunKind.TRAINING:  # no scenario: the run's number in its set
+            return f"{self.host}/{self.benchmark}/run{self.settings.get('run', 0):0>2}"
         return f"{self.host}/{self.benchmark}/{self.scenario.value}/{self.kind.value}"
 
 

@@ -26,7 +26,7 @@ from bench.manifest import (
     Submission,
     image_spec,
 )
-from bench.run import OUTPUT_DIR, RUN_MOUNT
+from bench.run import OUTPUT_DIR, RUN_MOUNT, RunSpec
 from lab.errors import ConfigError
 from lab.images import ImageSpec, find_images_dir
 from lab.yamlfile import load_model
@@ -116,3 +116,11 @@ def load_training_manifest(name: str, images_dir: Path | None = None) -> Trainin
     if manifest.name != name:
         raise ConfigError(f"{path}: name: '{manifest.name}' must equal its folder name '{name}'.")
     return manifest
+
+
+def training_argv(manifest: TrainingManifest, spec: RunSpec) -> list[str]:
+    """The command of one planned training run: its seed, submitter and division are in its
+    settings (so in its key), its system is its host."""
+    settings = spec.settings
+    return manifest.train_argv(seed=int(settings["seed"]), submitter=str(settings["submitter"]),
+                               system=spec.host, division=str(settings["division"]))

@@ -103,6 +103,11 @@ def run_command(campaign: CampaignArg = None,
                 ) -> None:
     """Run a campaign end to end from this machine, no server needed; exit 1 if a run failed."""
     configure_prefect()
+    from flows.cli_training import is_training, run_training
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        run_training(campaign)
+        return
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
     from flows import progress
