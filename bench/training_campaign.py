@@ -142,10 +142,14 @@ class SetStanding:
         if self.selection is not None:
             if not self.selection.valid:
                 return f"{head}; olympic score: INVALID (more failed runs than scoring drops)"
-            return f"{head}; olympic score {self.selection.score:.4f} min"
+            return f"{head}; olympic score {_minutes(self.selection.score)}"
         if self.provisional_min is not None:
-            return f"{head}; olympic score so far {self.provisional_min:.4f} min"
+            return f"{head}; olympic score so far {_minutes(self.provisional_min)}"
         return f"{head}; olympic score after 3 runs"
+
+
+def _minutes(score: float) -> str:
+    return f"{score:.4f} min ({score * 60:.2f} s)"
 
 
 def timed_runs(set_plan: SetPlan, store: RunStore) -> list[tuple[TimedRun, RunRecord]]:

@@ -5,6 +5,7 @@ equals result_summarizer's for each system. Then a second start repeats nothing.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from bench.training_campaign import SEEDS_FILE
 from bench.training_log import check_log
 
 pytestmark = pytest.mark.lab
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_training_campaign(tmp_path: Path, name: str, inventory: Path,
@@ -56,3 +58,34 @@ def test_a_training_campaign_on_two_systems(prefect_api: None, lab_dir: Path,
     assert again["passed"] == 20 and again["package_passed"]
     assert store.keys() == keys
     assert {k: len(store.attempts(k)) for k in keys} == attempts  # nothing repeated
+
+
+def test_killed_mid_run_and_started_again_runs_every_seed_once(lab_dir: Path,
+                                                               tmp_path: Path) -> None:
+    """`subrun run` SIGKILLed while a training run is in flight on h2, then started again: the
+    run in flight is reattached, and every kept seed ends with exactly one finished run."""
+    import uuid
+
+    from tests.test_controller_kills import SUBRUN, env, kill_when
+
+    name = f"train-kill-{uuid.uuid4().hex[:6]}"
+    path = write_training_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"])
+    store = RunStore(load_campaign(path).store_dir)
+
+    def in_flight(_output: str) -> bool:  # the fourth run's attempt is open on h2
+        return len(store.keys()) >= 4 and any(r.state == "running" for r in store.runs())
+
+    kill_when(path, tmp_path, "the fourth run", in_flight)
+    before = {r.spec.key: r.state for r in store.runs()}
+    assert list(before.values()).count("running") == 1 and len(before) < 10
+    done = subprocess.run([str(SUBRUN), "run", str(path)], env=env(tmp_path), cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "package_checker: passed" in done.stdout
+    assert "olympic score" in done.stdout and "result_summarizer" in done.stdout
+    kept = json.loads((store.root / SEEDS_FILE).read_text())["h2"]["ctr-mini"]
+    keys = store.keys()
+    finished = [a for k in keys for a in store.attempts(k) if a.state == "finished"]
+    assert sorted(int(a.spec.settings["seed"]) for a in finished) == sorted(kept)
+    assert len(keys) == 10
+    (tmp_path / "second-start.log").write_text(done.stdout)
