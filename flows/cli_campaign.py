@@ -42,7 +42,12 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
+    from flows.cli_training import is_training, plan_training
     from flows.plan_view import analyzer_notes, duration, wait_notes, wall_time_s
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        plan_training(campaign)
+        return
 
     ctx = _load(campaign)
     plan = ctx.plan
@@ -153,6 +158,11 @@ def run_command(campaign: CampaignArg = None,
 
 def status_command(campaign: CampaignArg = None) -> None:
     """Show each run of a campaign as done, running, failed or pending, and the time left."""
+    from flows.cli_training import is_training, status_training
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        status_training(campaign)
+        return
     from flows.plan_view import duration, wait_notes
     from flows.status import campaign_status, eta_s
 

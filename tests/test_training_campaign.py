@@ -84,3 +84,23 @@ def test_the_standing_scores_as_runs_land(tmp_path: Path) -> None:
     assert final.selection.score == pytest.approx(w1)  # two windows: the slower middle one
     assert final.selection.runs[0].run_id == "h2/ctr-mini/run01"
     assert "olympic score" in final.describe()
+
+
+def test_plan_and_status_of_a_training_campaign(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    path = tmp_path / "t.yaml"
+    root = Path(__file__).resolve().parents[1]
+    path.write_text((root / "campaigns/training.yaml").read_text()
+                    + f"inventory: {root / 'hosts.yaml'}\noutput_dir: {tmp_path / 'out'}\n")
+    plan = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert plan.exit_code == 0, plan.output
+    assert "local/ctr-mini: 10 runs as dlrm_dcnv2" in plan.output
+    assert "(ruleset 6.0.0 asks 10)" in plan.output
+    assert "local/ctr-mini/run09" in plan.output and "(not submittable)" in plan.output
+    status = CliRunner().invoke(app, ["status", str(path)], env={"COLUMNS": "200"})
+    assert status.exit_code == 0, status.output
+    assert status.output.count("pending") == 10
+    assert "0/10 runs, 0 converged" in status.output
