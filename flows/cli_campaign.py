@@ -111,7 +111,7 @@ def run_command(campaign: CampaignArg = None,
     from flows.cli_training import is_training, run_training
 
     if campaign is not None and is_training(campaign):  # `kind: training` in the file
-        run_training(campaign)
+        run_training(campaign, history=history)
         return
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)

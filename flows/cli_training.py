@@ -19,7 +19,7 @@ def is_training(campaign: Path | None) -> bool:
         == "training"
 
 
-def run_training(campaign_file: Path) -> None:
+def run_training(campaign_file: Path, history: bool = False) -> None:
     """Run a training campaign end to end; exit 1 unless every run and the package passed."""
     from flows import progress
     from flows.context import resolve_campaign
@@ -45,8 +45,8 @@ def run_training(campaign_file: Path) -> None:
 
         progress.listen(advance)
         try:
-            summary = guarded(lambda: summary_of(training(campaign_file=str(campaign_file),
-                                                          return_state=True)))
+            summary = guarded(lambda: summary_of(training(
+                campaign_file=str(campaign_file), track_history=history, return_state=True)))
         finally:
             progress.unlisten(advance)
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")

@@ -18,12 +18,14 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
+from prefect.logging.loggers import flow_run_logger
 from prefect.states import Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
+from flows import events
 from flows import training_steps as steps
 from flows.context import resolve_campaign
 from flows.holders import Holder
@@ -31,6 +33,7 @@ from flows.progress import CampaignProgress
 from flows.slots import held, slot_names
 from flows.submission import RETRY
 from lab.errors import HostUnreachable, RunCancelled
+from submission.history import plot_trends, record_training
 
 
 @task(name="provision", **RETRY)  # type: ignore[call-overload]
@@ -70,16 +73,36 @@ def train_task(ctx: steps.TrainingContext, planned: PlannedRun, images: dict[str
     return Completed(data=found) if found.passed else Failed(data=found, message=text)
 
 
-@flow(name="training", log_prints=True,
+def stop_runs_in_flight(flow: Any, flow_run: Any, state: Any) -> None:
+    """When the flow run is cancelled: stop its training runs on the targets, keep their logs,
+    and record them cancelled."""
+    params = flow_run.parameters or {}
+    given = params.get("campaign")
+    campaign = Campaign.model_validate(given) if isinstance(given, dict) else given
+    ctx = steps.load_training_context(resolve_campaign(params.get("campaign_file"), campaign))
+    try:
+        for record in steps.cancel_runs(ctx):
+            flow_run_logger(flow_run).info("cancelled %s (attempt %s)", record.spec.label,
+                                           record.attempt)
+    finally:
+        ctx.close()
+
+
+@flow(name="training", log_prints=True, on_cancellation=[stop_runs_in_flight],
       task_runner=ThreadPoolTaskRunner(max_workers=16))  # type: ignore[arg-type]
-def training(campaign_file: str | None = None, campaign: Campaign | None = None) -> State[Any]:
+def training(campaign_file: str | None = None, campaign: Campaign | None = None,
+             track_history: bool = False) -> State[Any]:
     """Run a training campaign and check its package with mlperf-logging's package checker.
 
     Its result is the campaign's summary: runs, failures, each system's olympic score next to
-    result_summarizer's, and the package checker's verdict."""
+    result_summarizer's, and the package checker's verdict. With track_history (nightly), each
+    system's time to train joins the history, its trends are plotted, and a regression is an
+    event, as for inference."""
     ctx = steps.load_training_context(resolve_campaign(campaign_file, campaign))
     try:
         summary = _campaign(ctx)
+        if track_history:
+            _track(ctx, summary)
     finally:
         ctx.close()
     ok = summary["package_passed"] and not summary["failed"] and not summary["not_run"]
@@ -134,6 +157,18 @@ def _campaign(ctx: steps.TrainingContext) -> dict[str, Any]:
             "package": str(outcome.org), "package_passed": outcome.verdict.passed,
             "package_errors": outcome.verdict.errors + outcome.missing,
             "report": str(report)}
+
+
+def _track(ctx: steps.TrainingContext, summary: dict[str, Any]) -> None:
+    """Nightly: append each system's olympic time to train, plot trends, alert on regressions."""
+    logger = get_run_logger()
+    db = ctx.campaign.output_dir / "history.sqlite"
+    scores = {(key.split("/", 1)[0], key.split("/", 1)[1]): v
+              for key, v in summary["scores"].items()}
+    record_training(db, ctx.campaign.name, ctx.campaign.mode.value, scores)
+    plot_trends(db, ctx.campaign.output_dir / "trends")
+    for regression in events.emit_regressions(ctx.campaign.name, db):
+        logger.warning("REGRESSION %s", regression.describe())
 
 
 def _holder_of(ctx: steps.TrainingContext) -> Holder:

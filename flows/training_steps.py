@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.campaign import Campaign
+from bench.cancel import cancel_running
 from bench.execute import ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules, load_rules
@@ -267,3 +268,12 @@ def report(ctx: TrainingContext, outcome: PackageOutcome, feedbacks: list[Feedba
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def cancel_runs(ctx: TrainingContext) -> list[RunRecord]:
+    """Stop the campaign's training runs still in flight; they are recorded cancelled (the
+    next start of the campaign runs their seeds again)."""
+    manifest = next(iter(ctx.manifests.values()))  # finding and stopping a run needs none
+    targets = {h.host: RunTarget(ctx.host(h.host), ctx.inventory.host(h.host), manifest, "", "",
+                                 ctx.campaign.name) for h in ctx.campaign.hosts}
+    return cancel_running(targets, ctx.store)

@@ -63,3 +63,28 @@ def test_an_unreachable_target_aborts_and_a_cut_log_fails_the_checker(tmp_path: 
     check = check_log(cut, "6.0.0")
     assert not check.valid and any("run_stop" in m for m in check.messages)
     assert not check_log(tmp_path / "none.txt", "6.0.0").valid
+
+
+@pytest.mark.slow
+def test_the_verdict_names_a_run_that_did_not_converge_and_a_wrong_seed(tmp_path: Path) -> None:
+    from bench.run import Mode, RunKind, RunSpec, Scenario
+    from bench.training_verdict import judge_training
+
+    def spec(seed: int, target: float) -> RunSpec:
+        return RunSpec(host="h2", benchmark="ctr-mini", model="dlrm_dcnv2",
+                       scenario=Scenario.OFFLINE, kind=RunKind.TRAINING, mode=Mode.SHORT,
+                       round="6.0.0", settings={"run": 0, "seed": seed, "quality_target": target,
+                                                "log_file": "result.txt"})
+
+    train(tmp_path / "a" / "output", seed=77, target=0.99, epochs=2)
+    stuck = judge_training(spec(77, 0.99), tmp_path / "a")
+    assert not stuck.passed and not stuck.submittable
+    assert "converged: run_stop aborted after 2 epochs" in stuck.reason
+    assert "against the target 0.99" in stuck.reason and "infinitely slow" in stuck.fix
+    assert stuck.metrics["epochs"] == 2 and stuck.metrics["seed"] == 77
+    train(tmp_path / "b" / "output", seed=78)
+    good = judge_training(spec(78, 0.872), tmp_path / "b")
+    assert good.passed and good.metrics["time_to_train_min"] > 0
+    assert not good.submittable  # short mode
+    wrong = judge_training(spec(79, 0.872), tmp_path / "b")
+    assert not wrong.passed and "seed: logged seeds [78], drawn 79" in wrong.reason
