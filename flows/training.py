@@ -19,7 +19,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
 from prefect.logging.loggers import flow_run_logger
-from prefect.states import Completed, Failed, State
+from prefect.states import Cancelled, Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
 
@@ -61,7 +61,7 @@ def train_task(ctx: steps.TrainingContext, planned: PlannedRun, images: dict[str
             record = steps.run(ctx, planned, images)
     except RunCancelled as e:
         progress.finished(planned.label, "cancelled")
-        return Failed(message=str(e))
+        return Cancelled(message=str(e))
     except HostUnreachable as e:
         logger.warning("%s: not run: %s", planned.label, e)
         progress.finished(planned.label, "not run")

@@ -231,7 +231,7 @@ def package(ctx: TrainingContext, systems: dict[str, dict[str, str]]) -> Package
         ours[(s.host, s.official)] = selection.score
     impls = [Implementation(m.official_model, m.submission.implementation,
                             m.image_spec().context_dir) for m in ctx.manifests.values()]
-    assemble_package(org, {h: systems[h] for h in systems}, impls, results)
+    assemble_package(org, systems, impls, results)
     work = ctx.out_dir / "package-checks"
     verdict = check_package(org, _ruleset(ctx), work)
     official = summarize(org, _ruleset(ctx), work) if results else {}
