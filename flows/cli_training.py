@@ -52,6 +52,8 @@ def run_training(campaign_file: Path, history: bool = False) -> None:
     out.print(f"\n{summary['passed']} of {summary['runs']} runs passed.")
     for failure in summary["failed"]:
         out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)
+    for host, why in summary.get("given_up", {}).items():
+        out.print(f"[red]not run:[/] {shown(host)}: {shown(why)}", highlight=False)
     for key, score in summary["scores"].items():
         theirs = summary["official_scores"].get(key)
         out.print(f"{key}: olympic score {score:.6f} min; result_summarizer "

@@ -117,11 +117,13 @@ def _campaign(ctx: steps.TrainingContext) -> dict[str, Any]:
     logger = get_run_logger()
     me = _holder_of(ctx)
     hosts = [h.host for h in ctx.campaign.hosts]
+    given_up: dict[str, str] = {}  # a host whose outage budget ran out: the others go on
     provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
-    images = {h: f.result() for h, f in provisioned.items()}
+    images = _reachable(provisioned, given_up)
     steps.bind_images(ctx, images)
-    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in hosts}
-    systems = {h: f.result() for h, f in described.items()}
+    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images}
+    systems = _reachable(described, given_up)
+    hosts = [h for h in hosts if h not in given_up]
     total = sum(len(s.runs) for s in ctx.sets)
     for s in ctx.sets:
         logger.info("%s/%s: %d runs (ruleset %s asks %d of %s)", s.host, s.benchmark,
@@ -151,12 +153,25 @@ def _campaign(ctx: steps.TrainingContext) -> dict[str, Any]:
     return {"campaign": ctx.campaign.name, "runs": total,
             "passed": sum(f.passed for f in ended),
             "failed": [f"{f.label}: {f.line}" for f in ended if not f.passed],
-            "not_run": total - len(ended),
+            "not_run": total - len(ended), "given_up": given_up,
             "scores": {f"{s}/{b}": v for (s, b), v in outcome.ours.items()},
             "official_scores": {f"{s}/{b}": v for (s, b), v in outcome.official.items()},
             "package": str(outcome.org), "package_passed": outcome.verdict.passed,
             "package_errors": outcome.verdict.errors + outcome.missing,
             "report": str(report)}
+
+
+def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
+               ) -> dict[str, Any]:
+    """The results of per-host tasks; a host given up is noted in given_up instead."""
+    results = {}
+    for host, future in futures.items():
+        try:
+            results[host] = future.result()
+        except HostUnreachable as e:
+            get_run_logger().warning("host %s given up: %s", host, e)
+            given_up[host] = str(e)
+    return results
 
 
 def _track(ctx: steps.TrainingContext, summary: dict[str, Any]) -> None:
