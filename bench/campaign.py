@@ -79,6 +79,16 @@ class CampaignPaths:
         return self.root / "report"
 
     @property
+    def package(self) -> Path:
+        """A training campaign's package (the layout mlperf-logging's package checker reads)."""
+        return self.root / "package"
+
+    @property
+    def package_checks(self) -> Path:
+        """Where mlperf-logging's checkers of a training package work and log."""
+        return self.root / "package-checks"
+
+    @property
     def history(self) -> Path:
         """The nightly history every campaign under output_dir appends to."""
         return self.output_dir / HISTORY_FILE
@@ -131,6 +141,8 @@ class BenchmarkPlan(Strict):
     # default: every scenario the manifest supports
     scenarios: Annotated[list[Scenario], Field(min_length=1)] | None = None
     settings: dict[Scenario, UserConf] = Field(default_factory=dict)
+    # training: M runs (default: the ruleset's N; M > N submits the rules' median window)
+    runs: Annotated[StrictInt, Field(ge=1, le=1000)] | None = None
 
     @field_validator("scenarios")
     @classmethod
@@ -157,6 +169,7 @@ class Campaign(Strict):
     """Everything that decides a campaign; unset fields take the defaults a submitter expects."""
 
     name: Name = "campaign"
+    kind: Literal["inference", "training"] = "inference"  # training: bench.training_campaign
     inventory: Path = DEFAULT_INVENTORY
     round: str = "v6.1"
     division: Literal["closed", "open", "network"] = "open"
@@ -199,6 +212,21 @@ class Campaign(Strict):
         if twice:
             raise ValueError(f"host(s) {', '.join(twice)} listed more than once under `hosts:`; "
                              "put all of a host's benchmarks in one entry")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> Campaign:
+        for host in self.hosts:
+            for b in host.benchmarks:
+                where = f"hosts[{host.host}].benchmarks[{b.benchmark}]"
+                if self.kind == "training" and (b.scenarios or b.settings):
+                    raise ValueError(f"{where}: a training campaign has no scenarios or LoadGen "
+                                     "settings; give `runs:` (or nothing: the ruleset's count)")
+                if self.kind == "inference" and b.runs is not None:
+                    raise ValueError(f"{where}: `runs:` is for training campaigns "
+                                     "(`kind: training`); an inference campaign runs scenarios")
+        if self.kind == "training" and self.power:
+            raise ValueError("power is not measured in training campaigns; set `power: false`")
         return self
 
     @property

@@ -33,6 +33,7 @@ from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunHandle, RunTarget
+from bench.training_verdict import judge_training
 from bench.verdict import judge_dir
 from lab.errors import CollectionRefused, ConnectError, ConnectionLost, RunCancelled, SubrunError
 
@@ -126,7 +127,10 @@ def _rerun_spec(record: RunRecord) -> RunSpec:
 
 
 def run_files(spec: RunSpec, rules: RoundRules) -> dict[str, str]:
-    """The files a run's directory starts with: user.conf, and audit.config only for a test."""
+    """The files a run's directory starts with: user.conf, and audit.config only for a test
+    (nothing for a training run: its seed is in its argv)."""
+    if spec.kind is RunKind.TRAINING:
+        return {}
     files = {"user.conf": user_conf(spec.settings, spec.mode, header=f"subrun {spec.label}")}
     if spec.kind.is_compliance:
         files["audit.config"] = audit_config(spec.kind, spec.model, rules,
@@ -237,7 +241,8 @@ def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
         if compliance is None:
             compliance = _verify(spec, store, key, attempt, references)
             used = {k.value: r.attempt for k, r in (references or {}).items()}
-    verdict = judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
+    verdict = judge_training(spec, store.path(key, attempt)) if spec.kind is RunKind.TRAINING \
+        else judge_dir(spec, store.path(key, attempt), rules, compliance=compliance)
     if target is not None and target.wrap is not None:  # e.g. power-dev's check of its output
         verdict = target.wrap.judge(store, record, verdict)
     return store.update(key, attempt, state=RunState.FINISHED, finished_at=done, exit_status=0,

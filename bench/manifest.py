@@ -181,6 +181,7 @@ class Manifest(Strict):
 
     name: ModelName
     description: str = ""
+    kind: Literal["inference"] = "inference"  # `kind: training`: bench.training_manifest
     model: ModelName | None = None  # closed division: the official model name
     open: OpenModel | None = None
     loadgen_model: ModelName  # the model's key in mlperf.conf and user.conf, e.g. resnet50
@@ -313,19 +314,24 @@ class Manifest(Strict):
 
     def image_spec(self, images_dir: Path | None = None) -> ImageSpec:
         """How to build this benchmark's image, its parent chain included."""
-        root = images_dir or find_images_dir()
-        parent = None
-        if self.build.parent:
-            folder = root / self.build.parent
-            if not folder.is_dir():
-                raise ConfigError(f"{root / self.name / MANIFEST}: build.parent "
-                                  f"'{self.build.parent}' is not a folder under {root}.")
-            parent = ImageSpec(self.build.parent, folder, base_image=self.build.base_image,
-                               python=self.build.python)
-        return ImageSpec(self.name, root / self.name, parent=parent,
-                         base_image=None if parent else self.build.base_image,
-                         requirements=self.build.requirements, python=self.build.python,
-                         build_args=tuple(sorted(self.build.args.items())))
+        return image_spec(self.name, self.build, images_dir)
+
+
+def image_spec(name: str, build: BuildSettings, images_dir: Path | None = None) -> ImageSpec:
+    """How to build images/<name> under build, its parent chain included (any benchmark kind)."""
+    root = images_dir or find_images_dir()
+    parent = None
+    if build.parent:
+        folder = root / build.parent
+        if not folder.is_dir():
+            raise ConfigError(f"{root / name / MANIFEST}: build.parent "
+                              f"'{build.parent}' is not a folder under {root}.")
+        parent = ImageSpec(build.parent, folder, base_image=build.base_image,
+                           python=build.python)
+    return ImageSpec(name, root / name, parent=parent,
+                     base_image=None if parent else build.base_image,
+                     requirements=build.requirements, python=build.python,
+                     build_args=tuple(sorted(build.args.items())))
 
 
 def load_manifest(name: str, images_dir: Path | None = None) -> Manifest:

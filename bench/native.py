@@ -21,7 +21,7 @@ from bench.manifest import Manifest
 from bench.run import RUN_MOUNT
 from lab.config import HostConfig
 from lab.docker import Container, ContainerStatus
-from lab.errors import ImageError
+from lab.errors import ImageError, RunError
 from lab.host import Detached, DetachedStatus, Host
 from lab.native import NativeSpec, in_env, path_map, provision_native
 from lab.provision import ProvisionOptions, ProvisionResult
@@ -70,7 +70,10 @@ class NativeRunner:
     what = "native process"
 
     def paths(self, target: RunTarget, run_dir: str) -> Mapping[str, str]:
-        spec = native_spec(target.manifest, target.config)
+        manifest = target.manifest
+        if not isinstance(manifest, Manifest):  # refused when a training campaign is planned
+            raise RunError(f"{manifest.name} is a training benchmark: it runs in containers only")
+        spec = native_spec(manifest, target.config)
         return {RUN_MOUNT: run_dir, **path_map(target.image, spec)}
 
     def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],

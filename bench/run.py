@@ -52,6 +52,7 @@ class RunKind(StrEnum):
     TEST08 = "TEST08"
     TEST09 = "TEST09"
     POWER = "power"  # a ranging then a testing performance run under the analyzer
+    TRAINING = "training"  # one seeded run of a training benchmark (bench.training_campaign)
 
     @property
     def is_compliance(self) -> bool:
@@ -99,9 +100,13 @@ class RunId(NamedTuple):
     benchmark: str  # the folder under images/ (it decides the model)
     scenario: Scenario
     kind: RunKind
+    number: int = 0  # a training run's number in its set (training runs have no scenario)
 
     def __str__(self) -> str:
-        """The label a person reads, unique within a campaign: host/benchmark/scenario/kind."""
+        """The label a person reads, unique within a campaign: host/benchmark/scenario/kind,
+        or host/benchmark/runNN for a training run."""
+        if self.kind is RunKind.TRAINING:
+            return f"{self.host}/{self.benchmark}/run{self.number:0>2}"
         return f"{self.host}/{self.benchmark}/{self.scenario.value}/{self.kind.value}"
 
 
@@ -147,7 +152,8 @@ class RunSpec(BaseModel):
     @property
     def run(self) -> RunId:
         """Which run this is, whatever its settings, image and LoadGen build."""
-        return RunId(self.host, self.benchmark, self.scenario, self.kind)
+        number = self.settings.get("run", 0) if self.kind is RunKind.TRAINING else 0
+        return RunId(self.host, self.benchmark, self.scenario, self.kind, int(number))
 
     @property
     def label(self) -> str:

@@ -29,6 +29,7 @@ from bench.manifest import Manifest
 from bench.native import NATIVE
 from bench.run import OUTPUT_DIR, RUN_MOUNT, RunKind, RunRecord, RunSpec, Verdict
 from bench.store import RunStore
+from bench.training_manifest import TrainingManifest, training_argv
 from lab.config import HostConfig, Mount
 from lab.docker import (
     Container,
@@ -71,7 +72,7 @@ class RunTarget:
 
     host: Host
     config: HostConfig
-    manifest: Manifest
+    manifest: Manifest | TrainingManifest
     image: str  # the reference containers start from (a native environment's directory)
     image_id: str  # recorded in every run's spec
     campaign: str = "campaign"
@@ -184,10 +185,12 @@ def remote_run_dir(target: RunTarget, rid: str) -> str:
     return str(PurePosixPath(target.config.work_dir) / "runs" / rid)
 
 
-def container_argv(manifest: Manifest, spec: RunSpec,
+def container_argv(manifest: Manifest | TrainingManifest, spec: RunSpec,
                    paths: Mapping[str, str] | None = None) -> list[str]:
     """The command of the run (image paths mapped by paths, when given); an accuracy run
-    scores its log right after."""
+    scores its log right after; a training run trains with its seed."""
+    if isinstance(manifest, TrainingManifest):
+        return training_argv(manifest, spec)
     run = map_paths(manifest.run_argv(spec.scenario, spec.kind), paths or {})
     if spec.kind is not RunKind.ACCURACY:
         return run

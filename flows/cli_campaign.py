@@ -42,7 +42,12 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
+    from flows.cli_training import is_training, plan_training
     from flows.plan_view import analyzer_notes, duration, wait_notes, wall_time_s
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        plan_training(campaign)
+        return
 
     ctx = _load(campaign)
     plan = ctx.plan
@@ -103,6 +108,11 @@ def run_command(campaign: CampaignArg = None,
                 ) -> None:
     """Run a campaign end to end from this machine, no server needed; exit 1 if a run failed."""
     configure_prefect()
+    from flows.cli_training import is_training, run_training
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        run_training(campaign, history=history)
+        return
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
     from flows import progress
@@ -148,6 +158,11 @@ def run_command(campaign: CampaignArg = None,
 
 def status_command(campaign: CampaignArg = None) -> None:
     """Show each run of a campaign as done, running, failed or pending, and the time left."""
+    from flows.cli_training import is_training, status_training
+
+    if campaign is not None and is_training(campaign):  # `kind: training` in the file
+        status_training(campaign)
+        return
     from flows.plan_view import duration, wait_notes
     from flows.status import campaign_status, eta_s
 

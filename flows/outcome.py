@@ -64,3 +64,33 @@ class CampaignOutcome:
         if self.not_run:
             line += f"; {self.not_run} run(s) did not run"
         return line
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A training campaign's result: its runs, each system's olympic score beside
+    result_summarizer's ("system/benchmark" -> minutes), and the package checker's verdict."""
+
+    campaign: str
+    runs: int  # planned
+    passed: int
+    failed: tuple[str, ...] = ()  # "label: verdict line" of every run that did not pass
+    not_run: int = 0
+    given_up: Mapping[str, str] = field(default_factory=dict)  # host -> why
+    scores: Mapping[str, float] = field(default_factory=dict)
+    official_scores: Mapping[str, float | None] = field(default_factory=dict)
+    package: str = ""
+    package_passed: bool = False
+    package_errors: tuple[str, ...] = ()
+    report: str = ""
+
+    @property
+    def all_passed(self) -> bool:
+        """Every run passed and the package checker accepted the package."""
+        return self.package_passed and not self.failed and not self.not_run
+
+    @property
+    def message(self) -> str:
+        checker = "passed" if self.package_passed else "FAILED"
+        return (f"training campaign {self.campaign}: {self.passed}/{self.runs} runs passed; "
+                f"package checker {checker}")

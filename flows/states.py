@@ -11,7 +11,7 @@ from typing import Any
 
 from prefect.states import Completed, Failed, State
 
-from flows.outcome import CampaignOutcome, RunOutcome
+from flows.outcome import CampaignOutcome, RunOutcome, TrainingOutcome
 from lab.errors import RunCancelled
 
 
@@ -31,11 +31,25 @@ def campaign_state(outcome: CampaignOutcome) -> State[CampaignOutcome]:
 
 def outcome_of(state: State[Any]) -> CampaignOutcome:
     """The campaign outcome a finished flow run holds; an exception it ended with is raised."""
+    found = _result_of(state)
+    if not isinstance(found, CampaignOutcome):
+        raise RuntimeError(f"The campaign ended {state.name} without an outcome: {state.message}")
+    return found
+
+
+def training_outcome_of(state: State[Any]) -> TrainingOutcome:
+    """The outcome a finished training flow run holds; an exception it ended with is raised."""
+    found = _result_of(state)
+    if not isinstance(found, TrainingOutcome):
+        raise RuntimeError(f"The training campaign ended {state.name} without an outcome: "
+                           f"{state.message}")
+    return found
+
+
+def _result_of(state: State[Any]) -> Any:
     if state.is_cancelled():  # its runs in flight were stopped and recorded cancelled
         raise RunCancelled(state.message or "The campaign was cancelled.")
     found = state.result(raise_on_failure=False)
     if isinstance(found, BaseException):
         raise found
-    if not isinstance(found, CampaignOutcome):
-        raise RuntimeError(f"The campaign ended {state.name} without an outcome: {state.message}")
     return found

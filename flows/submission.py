@@ -25,7 +25,7 @@ from prefect.client.schemas.objects import FlowRun, TaskRun
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
 from prefect.logging.loggers import flow_run_logger
-from prefect.states import Cancelled, State
+from prefect.states import Cancelled, Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
 
@@ -134,7 +134,13 @@ def stop_runs_in_flight(flow: Flow[..., Any], flow_run: FlowRun, state: State[An
     params = flow_run.parameters or {}
     given = params.get("campaign")
     campaign = Campaign.model_validate(given) if isinstance(given, dict) else given
-    ctx = load_context(resolve_campaign(params.get("campaign_file"), campaign))
+    resolved = resolve_campaign(params.get("campaign_file"), campaign)
+    if resolved.kind == "training":  # its subflow's own hook stops its runs
+        from flows import training
+
+        training.stop_runs_in_flight(flow, flow_run, state)
+        return
+    ctx = load_context(resolved)
     logger = flow_run_logger(flow_run)
     try:
         owner = holders.current(campaign_slot(ctx.campaign.name)) if server_in_use() else None
@@ -155,9 +161,20 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
     """Run a whole campaign and assemble its submission tree (the demo campaign by default).
 
     The flow run ends Completed only when every run passed, else Failed; either way its
-    result is the campaign's outcome (flows.outcome.CampaignOutcome). A cancelled one ends
-    Cancelled, its runs in flight stopped and recorded cancelled."""
-    ctx = load_context(resolve_campaign(campaign_file, campaign))
+    result is the campaign's outcome (flows.outcome.CampaignOutcome; a training campaign's
+    summary for `kind: training`). A cancelled one ends Cancelled, its runs in flight stopped
+    and recorded cancelled."""
+    resolved = resolve_campaign(campaign_file, campaign)
+    if resolved.kind == "training":  # `kind: training`: the training flow, as a subflow
+        from flows.training import training
+
+        ran = training(campaign=resolved, track_history=track_history, return_state=True)
+        found = ran.result(raise_on_failure=False)
+        if isinstance(found, BaseException):
+            raise found
+        # a fresh state holding the subflow's summary: the subflow's own holds a reference
+        return (Completed if ran.is_completed() else Failed)(data=found, message=ran.message)
+    ctx = load_context(resolved)
     logger = get_run_logger()
     me = _holder(ctx)
     watch = CancelWatch(me.flow_run_id, ctx, logger).start() \

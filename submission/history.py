@@ -107,6 +107,21 @@ def record(db: Path, campaign: str, records: Iterable[RunRecord],
     return len(rows)
 
 
+def record_training(db: Path, campaign: str, mode: str, scores: dict[tuple[str, str], float],
+                    when: datetime | None = None) -> int:
+    """Append each system's olympic time to train (minutes, lower is better) of a training
+    campaign, as the series host x benchmark x "training"; returns how many rows were written."""
+    stamp = (when or datetime.now(UTC)).isoformat()
+    rows = [(stamp, campaign, host, bench, "training", "training", mode, "", 1,
+             "time_to_train_min", minutes, 0)
+            for (host, bench), minutes in sorted(scores.items())]
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute(_SCHEMA)
+        conn.executemany("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    return len(rows)
+
+
 def series(db: Path) -> list[Series]:
     """Every series in the history, points oldest first (passing runs only)."""
     if not db.exists():

@@ -9,7 +9,8 @@ from pathlib import Path
 from bench.campaign import Campaign, CampaignPaths
 
 ROOT = Path(__file__).resolve().parents[1]
-OWNERS = ("campaign.py", "layout.py")  # out/<campaign>/, and the paths inside the tree
+OWNERS = ("campaign.py", "layout.py", "training_package.py")  # out/<campaign>/, and
+# the paths inside the tree and the training package
 
 
 def test_paths_of_a_campaign_sit_under_its_folder(tmp_path: Path) -> None:

@@ -59,3 +59,19 @@ def test_trend_plots_are_written(tmp_path: Path) -> None:
     paths = plot_trends(db, tmp_path / "plots")
     assert len(paths) == 2  # throughput and power
     assert all(p.stat().st_size > 1000 and p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+
+
+def test_training_times_make_a_series_and_a_slower_one_is_a_regression(tmp_path: Path) -> None:
+    from submission.history import record_training
+
+    db = tmp_path / "history.sqlite"
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for day, minutes in enumerate((1.0, 1.02, 0.99, 1.3)):
+        assert record_training(db, "nightly-train", "short", {("h2", "dlrm_dcnv2"): minutes},
+                               when=t0 + timedelta(days=day)) == 1
+    (found,) = series(db)
+    assert (found.benchmark, found.scenario, found.metric) == ("dlrm_dcnv2", "training",
+                                                               "time_to_train_min")
+    assert not found.higher_is_better
+    (regression,) = regressions(db)
+    assert regression.latest == 1.3 and regression.change_pct > 25

@@ -1,0 +1,1 @@
+"""ctr-mini: a small click-through-rate model trained on generated data, logged with mllog."""
