@@ -33,9 +33,14 @@ from bench.settings import audit_config, user_conf
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from bench.verdict import judge_dir
-from lab.errors import CollectionRefused, ConnectError, ConnectionLost, RunCancelled, SubrunError
+from lab.errors import (
+    CollectionRefused,
+    ConnectionLost,
+    RunCancelled,
+    SubrunError,
+    is_link_fault,
+)
 
-TRANSIENT = (ConnectError, ConnectionLost)
 log = logging.getLogger("subrun.runs")
 
 
@@ -154,9 +159,9 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
     record = store.update(key, record.attempt, settle_s=settle_s)
     try:
         handle = remote.start(target, record, run_files(spec, rules))
-    except TRANSIENT:
-        raise  # the attempt stays running: a retry reattaches if the container did start
     except SubrunError as e:
+        if is_link_fault(e):
+            raise  # the attempt stays running: a retry reattaches if the container did start
         return store.update(record.key, record.attempt, state="failed", error=str(e),
                             finished_at=datetime.now(UTC))
     log.info("%s: attempt %d started on host '%s' (%s %s)", spec.label, record.attempt,

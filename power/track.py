@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.execute import TRANSIENT, ExecuteOptions, execute
+from bench.execute import ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import OUTPUT_DIR, Check, RunRecord, Verdict
 from bench.store import RunStore
 from bench.target import RunTarget
 from lab.config import Inventory, Mount
-from lab.errors import PowerError, SubrunError
+from lab.errors import PowerError, SubrunError, is_link_fault
 from lab.transport import open_host
 from power import metric
 from power.client import PtdClient
@@ -163,8 +163,8 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                 keep = False
                 try:
                     yield lambda keep: endpoint.samples(mark, keep)
-                except TRANSIENT:
-                    keep = True  # the run goes on in its container: keep measuring it
+                except SubrunError as e:
+                    keep = is_link_fault(e)  # the run goes on in its container: keep measuring
                     raise
                 finally:
                     with contextlib.suppress(PowerError):
