@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.power_samples import read_samples
 from lab.errors import CommandTimedOut, PowerError
 from lab.local import LocalHost
 from power import metric
@@ -123,8 +124,8 @@ def place_output(source: Path, out_dir: Path) -> str:
 def _result(request: OfficialRequest, session: str) -> OfficialResult:
     out = request.out_dir
     detail = out / "run_1" / "mlperf_log_detail.txt"
-    window = metric.read_window(detail.read_text(), str(detail))
-    samples = metric.parse_spl((out / "run_1" / "spl.txt").read_text())
+    window = metric.read_window(detail)
+    samples = read_samples(out / "run_1" / "spl.txt")
     measured = metric.compute_metric(samples, window, str(out / "run_1" / "spl.txt"))
     server = json.loads((out / "power" / "server.json").read_text())
     identity = next((m["reply"] for m in server.get("ptd_messages", [])

@@ -190,10 +190,9 @@ def _failed(plan: PhasePlan, monitor: SampleMonitor, error: PowerError) -> Power
 def copy_loadgen_logs(loadgen_dir: Path, phase_dir: Path, started: float) -> None:
     """Copy the detail and summary logs of the LoadGen run that began after started."""
     for detail in sorted(loadgen_dir.rglob(LOADGEN_FILES[0])):
-        text = detail.read_text(errors="replace")
         try:
-            window = metric.read_window(text, str(detail))
-        except PowerError:
+            window = metric.read_window(detail)
+        except SubrunError:  # not (yet) the log of a finished run: not this phase's
             continue
         if window.power_begin.timestamp() >= started - 1:
             for name in LOADGEN_FILES:

@@ -139,11 +139,9 @@ def _result(settings: PowerSettings, session: str, identity: Identity,
             ranging: list[Sample], testing: list[Sample],
             testing_ranges: tuple[str, str]) -> PowerResult:
     out = settings.out_dir
-    window = metric.read_window((out / "run_1" / "mlperf_log_detail.txt").read_text(),
-                                str(out / "run_1" / "mlperf_log_detail.txt"))
+    window = metric.read_window(out / "run_1" / "mlperf_log_detail.txt")
     result = metric.compute_metric(testing, window, str(out / "run_1" / "spl.txt"))
-    ranging_window = metric.read_window((out / "ranging" / "mlperf_log_detail.txt").read_text(),
-                                        str(out / "ranging" / "mlperf_log_detail.txt"))
+    ranging_window = metric.read_window(out / "ranging" / "mlperf_log_detail.txt")
     inside = metric.in_window(ranging, ranging_window)
     ranging_w = sum(s.watts for s in inside) / len(inside) if inside else None
     delta = metric.testing_drop(ranging_w, result.avg_power_w) if ranging_w else None

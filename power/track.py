@@ -180,4 +180,4 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
 def _window(logs: Path) -> metric.LoadgenWindow:
     """LoadGen's power window of the phase whose logs are in the folder logs."""
     detail = logs / LOADGEN_FILES[0]
-    return metric.read_window(detail.read_text(), str(detail))
+    return metric.read_window(detail)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from bench.loadgen_log import POWER_TIME_FORMAT, DetailLog, read_detail
+from bench.loadgen_log import DetailLog, read_detail
+from bench.power_samples import read_samples
 from bench.run import RunKind
 from bench.submitted import standing
 from lab.errors import RunError
@@ -114,7 +114,8 @@ def _power(facts: ResultFacts, run: StoredRun) -> None:
         detail = _detail(detail_path) if detail_path else None
         if spl is None:
             continue
-        times, watts = read_spl(spl)
+        samples = read_samples(spl)
+        times, watts = [s.time for s in samples], [s.watts for s in samples]
         begin = detail.power_begin if detail else None
         end = detail.power_end if detail else None
         facts.traces.append(PowerTrace(f"{facts.placed.result} {phase}", times, watts,
@@ -127,17 +128,3 @@ def _power(facts: ResultFacts, run: StoredRun) -> None:
                 if facts.placed.scenario in ("SingleStream", "MultiStream") and queries:
                     duration_s = (end - begin).total_seconds()
                     facts.energy_mj = facts.power_w * duration_s * 1000 / float(queries)
-
-
-def read_spl(path: Path) -> tuple[list[datetime], list[float]]:
-    """(times, watts) of a PTDaemon sample log (`Time,<stamp>,Watts,<W>,...` lines)."""
-    times, watts = [], []
-    for line in path.read_text(errors="replace").splitlines():
-        parts = line.split(",")
-        if len(parts) > 3 and parts[0] == "Time":
-            try:
-                times.append(datetime.strptime(parts[1], POWER_TIME_FORMAT))
-                watts.append(float(parts[3]))
-            except ValueError:
-                continue
-    return times, watts
