@@ -23,10 +23,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench import power_metric
 from bench.power_samples import read_samples
 from lab.errors import CommandTimedOut, PowerError
 from lab.local import LocalHost
-from power import metric
 from power.phase import Workload
 from power.powerdev import verify_checkout
 from power.relay import RelayServer
@@ -124,9 +124,9 @@ def place_output(source: Path, out_dir: Path) -> str:
 def _result(request: OfficialRequest, session: str) -> OfficialResult:
     out = request.out_dir
     detail = out / "run_1" / "mlperf_log_detail.txt"
-    window = metric.read_window(detail)
+    window = power_metric.read_window(detail)
     samples = read_samples(out / "run_1" / "spl.txt")
-    measured = metric.compute_metric(samples, window, str(out / "run_1" / "spl.txt"))
+    measured = power_metric.compute_metric(samples, window, str(out / "run_1" / "spl.txt"))
     server = json.loads((out / "power" / "server.json").read_text())
     identity = next((m["reply"] for m in server.get("ptd_messages", [])
                      if m.get("cmd") == "Identify"), "")

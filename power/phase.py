@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bench import power_metric
 from lab.errors import PowerError, SubrunError
-from power import metric
 from power.client import Identity, PtdClient
 from power.protocol import Sample
 
@@ -191,7 +191,7 @@ def copy_loadgen_logs(loadgen_dir: Path, phase_dir: Path, started: float) -> Non
     """Copy the detail and summary logs of the LoadGen run that began after started."""
     for detail in sorted(loadgen_dir.rglob(LOADGEN_FILES[0])):
         try:
-            window = metric.read_window(detail)
+            window = power_metric.read_window(detail)
         except SubrunError:  # not (yet) the log of a finished run: not this phase's
             continue
         if window.power_begin.timestamp() >= started - 1:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench import power_metric
 from bench.execute import ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
@@ -29,7 +30,6 @@ from bench.target import RunTarget
 from lab.config import Inventory, Mount
 from lab.errors import PowerError, SubrunError, is_link_fault
 from lab.transport import open_host
-from power import metric
 from power.client import PtdClient
 from power.daemon_logs import SampleFilter
 from power.lock import analyzer_lock
@@ -99,7 +99,7 @@ def place_phases(folder: Path, samples: list[Sample], store: RunStore, record: R
             if phase == "run_1":
                 for name in LOADGEN_FILES:
                     shutil.copyfile(logs / name, out / name)
-            measured = metric.compute_metric(inside, window, str(detail))
+            measured = power_metric.compute_metric(inside, window, str(detail))
             if phase == "ranging":
                 metrics["ranging_power_w"] = measured.avg_power_w
             else:
@@ -177,7 +177,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
             host.close()
 
 
-def _window(logs: Path) -> metric.LoadgenWindow:
+def _window(logs: Path) -> power_metric.LoadgenWindow:
     """LoadGen's power window of the phase whose logs are in the folder logs."""
     detail = logs / LOADGEN_FILES[0]
-    return metric.read_window(detail)
+    return power_metric.read_window(detail)

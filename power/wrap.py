@@ -18,12 +18,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import power_metric
 from bench.power_samples import read_samples
 from bench.run import OUTPUT_DIR, RunRecord, Verdict
 from bench.store import RunStore
 from lab.config import Mount
 from lab.errors import SubrunError
-from power import metric
 from power.check_report import parse_check, power_checks, run_check, with_power
 
 CHECKOUT_MOUNT = "/subrun/power-dev"
@@ -90,9 +90,9 @@ def power_metrics(folder: Path) -> dict[str, float]:
     """Average watts (and energy per query) of the testing run, over LoadGen's window."""
     run_1 = folder / "run_1"
     try:
-        window = metric.read_window(run_1 / "mlperf_log_detail.txt")
+        window = power_metric.read_window(run_1 / "mlperf_log_detail.txt")
         samples = read_samples(run_1 / "spl.txt")
-        measured = metric.compute_metric(samples, window, str(run_1 / "spl.txt"))
+        measured = power_metric.compute_metric(samples, window, str(run_1 / "spl.txt"))
     except SubrunError:
         return {}  # power-dev's check names what is missing
     found = {"power_w": measured.avg_power_w}

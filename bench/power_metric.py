@@ -1,8 +1,10 @@
-"""The power figures of a run, computed the way the submission checker computes them.
+"""The power figures of a run, computed the way the submission checker computes them, once:
+the power runs' verdicts (`power/`) and the report (`submission/facts.py`) both ask here.
 
 Average watts over the samples strictly inside LoadGen's power_begin..power_end window with
 positive watts; for SingleStream and MultiStream, energy per query in millijoules as
-avg W x window duration x 1000 / result_query_count. Pure functions over log text.
+avg W x window duration x 1000 / result_query_count. Pure functions over the values of the
+logs' one readers (`bench.loadgen_log`, `bench.power_samples`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ def in_window(samples: list[Sample], window: LoadgenWindow) -> list[Sample]:
             if window.power_begin < s.time < window.power_end and s.watts > 0]
 
 
+def average_w(samples: list[Sample], window: LoadgenWindow) -> float | None:
+    """The checker's average power over the window, or None when no sample is inside it."""
+    inside = in_window(samples, window)
+    return _mean_w(inside) if inside else None
+
+
 def compute_metric(samples: list[Sample], window: LoadgenWindow, where: str) -> PowerMetric:
     """Average power (and energy per query for SingleStream/MultiStream) inside the window."""
     inside = in_window(samples, window)
@@ -82,11 +90,15 @@ def compute_metric(samples: list[Sample], window: LoadgenWindow, where: str) -> 
         raise PowerError(f"{where} has no power samples inside LoadGen's power_begin.."
                          f"power_end window ({window.duration_s:.1f} s); the run must last "
                          "several sample intervals: raise min_duration.")
-    avg_w = sum(s.watts for s in inside) / len(inside)
+    avg_w = _mean_w(inside)
     energy = None
     if window.scenario in ENERGY_SCENARIOS and window.result_query_count > 0:
         energy = avg_w * window.duration_s * 1000 / window.result_query_count
     return PowerMetric(avg_w, window.duration_s, len(inside), energy)
+
+
+def _mean_w(inside: list[Sample]) -> float:
+    return sum(s.watts for s in inside) / len(inside)
 
 
 def ranging_maxima(samples: list[Sample], where: str) -> tuple[float, float]:
