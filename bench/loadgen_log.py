@@ -143,7 +143,8 @@ def parse_detail(text: str, source: str = "", keys: Collection[str] | None = Non
 
     With keys, only the entries of those keys and the errors are decoded: a line is tested as
     text first, so a reader that needs a few facts of many logs (the prechecks) stays fast."""
-    needles = None if keys is None else tuple(f'"key": "{key}"' for key in keys)
+    wanted = None if keys is None else re.compile("|".join(
+        re.escape(needle) for needle in (ERROR_NEEDLE, *(f'"key": "{key}"' for key in keys))))
     lines = text.splitlines()
     if not lines or not lines[0].startswith(MARKER):
         raise RunError(f"{source or 'detail log'}: not a LoadGen detail log (the first line does "
@@ -155,8 +156,7 @@ def parse_detail(text: str, source: str = "", keys: Collection[str] | None = Non
     for line in lines:
         if not line.startswith(MARKER):
             continue
-        if needles is not None and ERROR_NEEDLE not in line \
-                and not any(needle in line for needle in needles):
+        if wanted is not None and not wanted.search(line):
             continue
         try:
             raw = json.loads(line[len(MARKER):])
