@@ -35,9 +35,14 @@ from bench.submitted import passed
 from bench.target import RunHandle, RunTarget
 from bench.training_verdict import judge_training
 from bench.verdict import judge_dir
-from lab.errors import CollectionRefused, ConnectError, ConnectionLost, RunCancelled, SubrunError
+from lab.errors import (
+    CollectionRefused,
+    ConnectionLost,
+    RunCancelled,
+    SubrunError,
+    is_link_fault,
+)
 
-TRANSIENT = (ConnectError, ConnectionLost)
 log = logging.getLogger("subrun.runs")
 
 
@@ -156,9 +161,9 @@ def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
     record = store.update(key, record.attempt, settle_s=settle_s)
     try:
         handle = remote.start(target, record, run_files(spec, rules))
-    except TRANSIENT:
-        raise  # the attempt stays running: a retry reattaches if the container did start
     except SubrunError as e:
+        if is_link_fault(e):
+            raise  # the attempt stays running: a retry reattaches if the container did start
         return store.update(record.key, record.attempt, state=RunState.FAILED, error=str(e),
                             finished_at=datetime.now(UTC))
     log.info("%s: attempt %d started on host '%s' (%s %s)", spec.label, record.attempt,

@@ -1,5 +1,7 @@
-"""LoadGen's logs as values: `mlperf_log_detail.txt` (the `:::MLLOG {json}` lines the checker
-reads) and `mlperf_log_summary.txt` (read by the TEST04 verification).
+"""LoadGen's logs as values, and the one reader of them: `mlperf_log_detail.txt` (the
+`:::MLLOG {json}` lines the checker reads), `mlperf_log_summary.txt` (read by the TEST04
+verification) and `mlperf_log_accuracy.json`. Verdicts, compliance, power and the prechecks
+all read LoadGen's logs through here.
 
 Like the checker, a key's value is that of its *first* entry; every entry is kept in order too.
 An entry whose `metadata.is_error` is true is a LoadGen error, `is_warning` a warning.
@@ -10,13 +12,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bench.power_samples import parse_time
 from bench.rules import Seeds
 from lab.errors import RunError
 
@@ -27,7 +30,7 @@ ACCURACY_TXT = "accuracy.txt"  # written by the benchmark's accuracy script, not
 MARKER = ":::MLLOG"
 AUDIT_FOUND = "Found Audit Config file"
 TEST05_FOUND = "Test05 flag detected"
-POWER_TIME_FORMAT = "%m-%d-%Y %H:%M:%S.%f"
+ERROR_NEEDLE = '"is_error": true'
 SEED_KEYS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
 
 
@@ -118,6 +121,7 @@ class DetailLog(BaseModel):
 
     @property
     def power_begin(self) -> datetime | None:
+        """LoadGen's power window start (UTC), on the clock of the power sample logs."""
         return _power_time(self.get("power_begin"))
 
     @property
@@ -125,12 +129,22 @@ class DetailLog(BaseModel):
         return _power_time(self.get("power_end"))
 
     @property
+    def error_lines(self) -> list[str]:
+        """Each LoadGen error as `key: value`."""
+        return [f"{e.key}: {e.value}" for e in self.errors]
+
+    @property
     def loadgen_version(self) -> str:
         return str(self.get("loadgen_version", ""))
 
 
-def parse_detail(text: str, source: str = "") -> DetailLog:
-    """Parse the text of mlperf_log_detail.txt; RunError when it is not a LoadGen detail log."""
+def parse_detail(text: str, source: str = "", keys: Collection[str] | None = None) -> DetailLog:
+    """Parse the text of mlperf_log_detail.txt; RunError when it is not a LoadGen detail log.
+
+    With keys, only the entries of those keys and the errors are decoded: a line is tested as
+    text first, so a reader that needs a few facts of many logs (the prechecks) stays fast."""
+    wanted = None if keys is None else re.compile("|".join(
+        re.escape(needle) for needle in (ERROR_NEEDLE, *(f'"key": "{key}"' for key in keys))))
     lines = text.splitlines()
     if not lines or not lines[0].startswith(MARKER):
         raise RunError(f"{source or 'detail log'}: not a LoadGen detail log (the first line does "
@@ -141,6 +155,8 @@ def parse_detail(text: str, source: str = "") -> DetailLog:
     unparsed = 0
     for line in lines:
         if not line.startswith(MARKER):
+            continue
+        if wanted is not None and not wanted.search(line):
             continue
         try:
             raw = json.loads(line[len(MARKER):])
@@ -157,15 +173,15 @@ def parse_detail(text: str, source: str = "") -> DetailLog:
                      unparsed_lines=unparsed)
 
 
-def read_detail(path: Path) -> DetailLog:
-    """Read and parse a mlperf_log_detail.txt file."""
+def read_detail(path: Path, keys: Collection[str] | None = None) -> DetailLog:
+    """Read and parse a mlperf_log_detail.txt file (only keys and errors, when keys are given)."""
     path = Path(path)
     try:
         text = path.read_text(errors="replace")
     except OSError as e:
         raise RunError(f"{path}: cannot read the LoadGen detail log: {e.strerror}. Check that the "
                        "run's logs were collected.") from e
-    return parse_detail(text, str(path))
+    return parse_detail(text, str(path), keys)
 
 
 class SummaryLog(BaseModel):
@@ -236,12 +252,15 @@ def _prefixed(values: dict[str, Any], prefix: str) -> dict[str, Any]:
 def _seeds(settings: dict[str, Any]) -> Seeds | None:
     if not all(isinstance(settings.get(k), int) for k in SEED_KEYS):
         return None
-    return Seeds(**{k: settings[k] for k in SEED_KEYS})
+    try:
+        return Seeds(**{k: settings[k] for k in SEED_KEYS})
+    except ValidationError:  # e.g. a negative seed: no round's
+        return None
 
 
 def _power_time(value: Any) -> datetime | None:
     try:
-        return datetime.strptime(str(value), POWER_TIME_FORMAT)
+        return parse_time(str(value))
     except ValueError:
         return None
 

@@ -97,12 +97,21 @@ class CollectionRefused(RunError):
 
 
 FINAL = (AccessRefused, HostUnreachable)
-TRANSIENT = (ConnectError, ConnectionLost, CommandTimedOut)
+LINK_FAULTS = (ConnectError, ConnectionLost)
+TRANSIENT = (*LINK_FAULTS, CommandTimedOut)
+
+
+def is_link_fault(fault: BaseException | None) -> bool:
+    """Whether the link to a host failed rather than the work on it: what was started on the
+    target goes on, so its attempt is left running (and its power measured) to be reattached
+    later, even when the host is given up for this campaign (HostUnreachable, AccessRefused)."""
+    return isinstance(fault, LINK_FAULTS)
 
 
 def is_transient(fault: BaseException | None) -> bool:
     """Whether trying again later may succeed: a dropped or unreachable link, a command that
-    ran out of time; never a refused key, a spent outage budget, or a wrong result."""
+    ran out of time; never a refused key, a spent outage budget, a file that cannot be copied,
+    or a wrong result. Prefect's retries of a task ask this and nothing else."""
     return isinstance(fault, TRANSIENT) and not isinstance(fault, FINAL)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from lab.errors import CommandFailed, CommandTimedOut, ConnectError, TransferFailed
+from lab.errors import CommandFailed, CommandTimedOut, TransferFailed
 from lab.host import DEFAULT_TIMEOUT_S, CommandResult, Host, OutputSink, Stdin
 from lab.output import CHUNK_BYTES, OutputTail
 
@@ -95,8 +95,7 @@ class LocalHost(Host):
                 return _copy_stream(src, Path(local_path), max_bytes,
                                     f"{self.name}:{remote_path}")
             except OSError as e:
-                raise ConnectError(f"On host '{self.name}', copying {remote_path} to "
-                                   f"{local_path} failed: {e}.") from e
+                raise _copy_failed(self.name, remote_path, local_path, e) from e
 
 
 def _copy(src: Path, dst: Path, host: str) -> None:
@@ -104,7 +103,16 @@ def _copy(src: Path, dst: Path, host: str) -> None:
         with src.open("rb") as f:
             _copy_stream(f, dst, None, f"{host}:{src}")
     except OSError as e:
-        raise ConnectError(f"On host '{host}', copying {src} to {dst} failed: {e}.") from e
+        raise _copy_failed(host, src, dst, e) from e
+
+
+def _copy_failed(host: str, src: str | Path, dst: str | Path, e: OSError) -> TransferFailed:
+    """A local copy has no link to drop: what failed is a file or a folder, so it is final."""
+    where = f" ({e.filename})" if e.filename else ""
+    return TransferFailed(f"On host '{host}', copying {src} to {dst} failed: "
+                          f"{e.strerror or e}{where}. Check that the source exists and is "
+                          "readable and that the destination's folder is writable and has "
+                          "room; copying again will not help until then.")
 
 
 def _copy_stream(src: IO[bytes], dst: Path, max_bytes: int | None, what: str) -> int:

@@ -204,11 +204,6 @@ class SshHost(Host):
         if self.outage.spent():
             raise self._unreachable(None)
 
-    def drop_connection(self) -> None:
-        """Cut the link abruptly, as a network fault would (used by fault-injection tests)."""
-        if self._client is not None and (t := self._client.get_transport()) is not None:
-            t.sock.close()
-
     def _open(self) -> paramiko.SSHClient:
         target = resolve_target(self.config)
         known = KnownHosts.read(target.known_hosts)

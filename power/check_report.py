@@ -11,12 +11,17 @@ check (or a check.py that printed no checks at all) fails the run.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.run import Check, Verdict
+from lab.errors import CommandTimedOut
+from lab.local import LocalHost
 
 IDENTITY_CHECK = "Check PTD commands and replies"
 _LINE = re.compile(r"\[( |x)\] (.+?)\s*$")
+CHECK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,15 @@ def with_power(verdict: Verdict, checks: list[Check], submittable: bool,
         "passed": verdict.passed and not failing, "checks": [*verdict.checks, *checks],
         "reason": reason, "fix": fix, "metrics": {**verdict.metrics, **metrics},
         "submittable": verdict.submittable and submittable and not failing})
+
+
+def run_check(checkout: Path, folder: Path, python: str = sys.executable) -> tuple[bool, str]:
+    """power-dev's compliance/check.py on a run's folder, on the controller: (passed, all it
+    printed). A check.py that cannot start or runs out of time has not passed, and says why."""
+    argv = [python, str(checkout / "compliance" / "check.py"), str(folder)]
+    try:
+        done = LocalHost("controller", str(folder)).run(argv, check=False,
+                                                        timeout_s=CHECK_TIMEOUT_S)
+    except CommandTimedOut as e:
+        return False, f"could not run {checkout}/compliance/check.py: {e}\n"
+    return done.ok, done.stdout + done.stderr

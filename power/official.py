@@ -18,15 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lab.errors import PowerError
+from bench import power_metric
+from bench.power_samples import read_samples
+from lab.errors import CommandTimedOut, PowerError
 from lab.local import LocalHost
-from power import metric
 from power.phase import Workload
 from power.powerdev import verify_checkout
 from power.relay import RelayServer
@@ -85,15 +85,17 @@ def run_official(request: OfficialRequest, workload: Workload) -> OfficialResult
                 "-a", request.director_address, "-p", str(request.director_port),
                 "-w", relay.command(request.python), "-L", str(scratch / "loadgen"),
                 "-o", str(scratch / "out"), "-n", request.ntp_server, "-T", "-l", request.label]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=request.timeout_s,
-                              cwd=request.client_checkout, check=False)
+        try:
+            done = controller.run(argv, check=False, timeout_s=request.timeout_s,
+                                  cwd=str(request.client_checkout))
+            ended = f"exited with status {done.exit_status}"
+        except CommandTimedOut as e:  # final: a power run is not started again by a retry
+            done, ended = e.result, f"did not finish within {request.timeout_s:g} s"
     (scratch / "client.out").write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
+    if not done.ok:
         cause = f" The workload failed: {relay.errors[0]}" if relay.errors else ""
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        raise PowerError(f"power-dev's client exited with status {done.returncode} for "
-                         f"'{request.label}'.{cause} Its output is in {scratch}/client.out; "
-                         f"last lines:\n{tail}")
+        raise PowerError(f"power-dev's client {ended} for '{request.label}'.{cause} Its output "
+                         f"is in {scratch}/client.out; last lines:\n{done.tail(15)}")
     session = place_output(scratch / "out", request.out_dir)
     return _result(request, session)
 
@@ -122,9 +124,9 @@ def place_output(source: Path, out_dir: Path) -> str:
 def _result(request: OfficialRequest, session: str) -> OfficialResult:
     out = request.out_dir
     detail = out / "run_1" / "mlperf_log_detail.txt"
-    window = metric.read_window(detail.read_text(), str(detail))
-    samples = metric.parse_spl((out / "run_1" / "spl.txt").read_text())
-    measured = metric.compute_metric(samples, window, str(out / "run_1" / "spl.txt"))
+    window = power_metric.read_window(detail)
+    samples = read_samples(out / "run_1" / "spl.txt")
+    measured = power_metric.compute_metric(samples, window, str(out / "run_1" / "spl.txt"))
     server = json.loads((out / "power" / "server.json").read_text())
     identity = next((m["reply"] for m in server.get("ptd_messages", [])
                      if m.get("cmd") == "Identify"), "")
@@ -133,12 +135,3 @@ def _result(request: OfficialRequest, session: str) -> OfficialResult:
         avg_power_w=measured.avg_power_w, energy_per_query_mj=measured.energy_per_query_mj,
         samples_in_window=measured.samples_in_window, ptd_identity=identity,
         submittable=not request.short_ranging and "subrun" not in identity)
-
-
-def run_power_check(checkout: Path, performance_dir: Path,
-                    python: str = sys.executable) -> tuple[bool, str]:
-    """power-dev's compliance/check.py on a placed result: (passed, its output)."""
-    done = subprocess.run([python, str(checkout / "compliance" / "check.py"),
-                           str(performance_dir)], capture_output=True, text=True, timeout=300,
-                          check=False)
-    return done.returncode == 0, done.stdout + done.stderr

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.execute import TRANSIENT, ExecuteOptions, execute
+from bench.execute import ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import RunRecord
@@ -23,7 +23,7 @@ from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunTarget
 from lab.config import Inventory
-from lab.errors import PowerError
+from lab.errors import PowerError, SubrunError, is_link_fault
 from lab.host import Host
 from lab.transport import open_host
 from power.client import Identity
@@ -106,8 +106,8 @@ def director_session(inventory: Inventory, analyzer: str, label: str, *, sut: Ho
                 check_clocks(report, sut, director, "director")
                 report.raise_for_failure(label)
                 yield server
-            except TRANSIENT:
-                keep = True  # the run goes on in its container; the retry reattaches to both
+            except SubrunError as e:
+                keep = is_link_fault(e)  # the run goes on in its container; a retry reattaches
                 raise
             finally:
                 if not keep:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bench import power_metric
 from lab.errors import PowerError, SubrunError
-from power import metric
 from power.client import Identity, PtdClient
 from power.protocol import Sample
 
@@ -190,10 +190,9 @@ def _failed(plan: PhasePlan, monitor: SampleMonitor, error: PowerError) -> Power
 def copy_loadgen_logs(loadgen_dir: Path, phase_dir: Path, started: float) -> None:
     """Copy the detail and summary logs of the LoadGen run that began after started."""
     for detail in sorted(loadgen_dir.rglob(LOADGEN_FILES[0])):
-        text = detail.read_text(errors="replace")
         try:
-            window = metric.read_window(text, str(detail))
-        except PowerError:
+            window = power_metric.read_window(detail)
+        except SubrunError:  # not (yet) the log of a finished run: not this phase's
             continue
         if window.power_begin.timestamp() >= started - 1:
             for name in LOADGEN_FILES:

@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only, never a display
 
 import matplotlib.pyplot as plt
 
-from power.metric import LoadgenWindow
+from bench.power_metric import LoadgenWindow
 from power.protocol import Sample
 
 

@@ -1,6 +1,7 @@
 """The PTDaemon TCP protocol as power-dev's server speaks it: framing, replies, sample lines.
 
-Pure values and formats shared by our daemon (`power.daemon`) and our client (`power.client`).
+Pure values and formats shared by our daemon (`power.daemon`) and our client (`power.client`);
+sample lines and stamps are those of the sample logs (`bench.power_samples`).
 Every message is one ASCII line ending in CRLF; only `RL` answers with more than one line (a
 `Last <N> samples` header, then N sample lines). Times are UTC, written MM-DD-YYYY HH:MM:SS.mmm.
 """
@@ -11,7 +12,13 @@ import contextlib
 import socket
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+
+# the sample lines RL answers with are the lines of the sample logs: one reader, in bench
+from bench.power_samples import Sample as Sample
+from bench.power_samples import format_time as format_time
+from bench.power_samples import parse_sample_line as parse_sample_line
+from bench.power_samples import parse_time as parse_time
 
 EOL = b"\r\n"
 MAX_LINE_BYTES = 64 * 1024
@@ -22,7 +29,6 @@ NO_MEASUREMENT = "Error: no measurement to stop"
 RL_MULTICHANNEL_REFUSAL = "Invalid number of parameters"
 UNKNOWN_COMMAND = "Unknown command"
 AUTO = "Auto"
-TIME_FORMAT = "%m-%d-%Y %H:%M:%S.%f"
 
 
 def go_reply(interval_ms: int, samples: int) -> str:
@@ -38,59 +44,9 @@ def range_changed(quantity: str) -> str:
     return f"Range {quantity} changed"
 
 
-def format_time(moment: datetime) -> str:
-    """MM-DD-YYYY HH:MM:SS.mmm in UTC, as PTDaemon and LoadGen's power_begin write it."""
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%m-%d-%Y %H:%M:%S.") + f"{utc.microsecond // 1000:03d}"
-
-
-def parse_time(text: str) -> datetime:
-    """The UTC datetime of an MM-DD-YYYY HH:MM:SS.mmm stamp."""
-    return datetime.strptime(text.strip(), TIME_FORMAT).replace(tzinfo=UTC)
-
-
 def console_line(moment: datetime, message: str) -> str:
     """A PTDaemon-style console line: `<stamp>: <message>`."""
     return f"{format_time(moment)}: {message}"
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One analyzer reading at one instant."""
-
-    time: datetime
-    watts: float
-    volts: float
-    amps: float
-    pf: float
-
-    def values(self) -> str:
-        """`Watts,<w>,Volts,<v>,Amps,<a>,PF,<pf>` with six decimals, as PTDaemon writes them."""
-        return f"Watts,{self.watts:f},Volts,{self.volts:f},Amps,{self.amps:f},PF,{self.pf:f}"
-
-    def rl_line(self) -> str:
-        """The sample as `RL` returns it: no Mark (power-dev's server inserts its own)."""
-        return f"Time,{format_time(self.time)},{self.values()}"
-
-    def log_line(self, mark: str) -> str:
-        """The sample as a `-l` log or spl.txt line, with its Mark."""
-        return f"{self.rl_line()},Mark,{mark}"
-
-
-def parse_sample_line(line: str) -> tuple[Sample, str | None] | None:
-    """A `Time,<stamp>,Watts,..,Volts,..,Amps,..,PF,..[,Mark,<m>]` line, or None for others."""
-    fields = line.strip().split(",")
-    if len(fields) < 10 or fields[0] != "Time" or fields[2] != "Watts":
-        return None
-    if (fields[4], fields[6], fields[8]) != ("Volts", "Amps", "PF"):
-        return None
-    try:
-        sample = Sample(parse_time(fields[1]), float(fields[3]), float(fields[5]),
-                        float(fields[7]), float(fields[9]))
-    except ValueError:
-        return None
-    mark = fields[11] if len(fields) >= 12 and fields[10] == "Mark" else None
-    return sample, mark
 
 
 @dataclass(frozen=True)

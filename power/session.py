@@ -22,8 +22,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from bench import power_metric
 from lab.errors import PowerError, SubrunError
-from power import metric, protocol
+from power import protocol
 from power.client import Identity, PtdClient
 from power.phase import PhasePlan, SampleLogReader, Workload, measure_phase
 from power.plot import PhaseTrace, plot_power
@@ -100,7 +101,7 @@ def run_power(settings: PowerSettings, workload: Workload,
         try:
             ranging = measure_phase(client, identity, _plan(settings, session, "ranging"),
                                     workload, sample_log)
-            volts, amps = metric.ranging_maxima(ranging, f"session {session}")
+            volts, amps = power_metric.ranging_maxima(ranging, f"session {session}")
             testing_ranges = (f"{volts}", f"{amps * AMPS_MARGIN}")
             testing = measure_phase(client, identity,
                                     _plan(settings, session, "testing", testing_ranges),
@@ -139,14 +140,11 @@ def _result(settings: PowerSettings, session: str, identity: Identity,
             ranging: list[Sample], testing: list[Sample],
             testing_ranges: tuple[str, str]) -> PowerResult:
     out = settings.out_dir
-    window = metric.read_window((out / "run_1" / "mlperf_log_detail.txt").read_text(),
-                                str(out / "run_1" / "mlperf_log_detail.txt"))
-    result = metric.compute_metric(testing, window, str(out / "run_1" / "spl.txt"))
-    ranging_window = metric.read_window((out / "ranging" / "mlperf_log_detail.txt").read_text(),
-                                        str(out / "ranging" / "mlperf_log_detail.txt"))
-    inside = metric.in_window(ranging, ranging_window)
-    ranging_w = sum(s.watts for s in inside) / len(inside) if inside else None
-    delta = metric.testing_drop(ranging_w, result.avg_power_w) if ranging_w else None
+    window = power_metric.read_window(out / "run_1" / "mlperf_log_detail.txt")
+    result = power_metric.compute_metric(testing, window, str(out / "run_1" / "spl.txt"))
+    ranging_window = power_metric.read_window(out / "ranging" / "mlperf_log_detail.txt")
+    ranging_w = power_metric.average_w(ranging, ranging_window)
+    delta = power_metric.testing_drop(ranging_w, result.avg_power_w) if ranging_w else None
     simulated = " (simulated)" if "simulated=yes" in identity.reply else ""
     notes = [f"Measured by subrun's power daemon, not SPEC PTDaemon, on a {identity.model}"
              f"{simulated}." if identity.is_subrun else
@@ -155,7 +153,7 @@ def _result(settings: PowerSettings, session: str, identity: Identity,
              "unmodified power-dev client and server (power.official)."]
     if settings.short_ranging:
         notes.append("Shortened ranging run (nightly tracking).")
-    if delta is not None and delta < metric.TESTING_DROP_LIMIT:
+    if delta is not None and delta < power_metric.TESTING_DROP_LIMIT:
         notes.append(f"Testing power is {-100 * delta:.1f} % below ranging power; the "
                      "checker fails a drop of more than 5 %.")
     plot = plot_power([PhaseTrace("ranging", ranging, ranging_window, ranging_w),

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.execute import TRANSIENT, ExecuteOptions, execute
+from bench import power_metric
+from bench.execute import ExecuteOptions, execute
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import OUTPUT_DIR, Check, RunRecord, Verdict
@@ -28,9 +29,8 @@ from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunTarget
 from lab.config import Inventory, Mount
-from lab.errors import PowerError, SubrunError
+from lab.errors import PowerError, SubrunError, is_link_fault
 from lab.transport import open_host
-from power import metric
 from power.client import PtdClient
 from power.daemon_logs import SampleFilter
 from power.lock import analyzer_lock
@@ -100,7 +100,7 @@ def place_phases(folder: Path, samples: list[Sample], store: RunStore, record: R
             if phase == "run_1":
                 for name in LOADGEN_FILES:
                     shutil.copyfile(logs / name, out / name)
-            measured = metric.compute_metric(inside, window, str(detail))
+            measured = power_metric.compute_metric(inside, window, str(detail))
             if phase == "ranging":
                 metrics["ranging_power_w"] = measured.avg_power_w
             else:
@@ -163,8 +163,8 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
                 keep = False
                 try:
                     yield lambda keep: endpoint.samples(mark, keep)
-                except TRANSIENT:
-                    keep = True  # the run goes on in its container: keep measuring it
+                except SubrunError as e:
+                    keep = is_link_fault(e)  # the run goes on in its container: keep measuring
                     raise
                 finally:
                     with contextlib.suppress(PowerError):
@@ -177,7 +177,7 @@ def _measuring(target: RunTarget, inventory: Inventory, analyzer: str, mark: str
             host.close()
 
 
-def _window(logs: Path) -> metric.LoadgenWindow:
+def _window(logs: Path) -> power_metric.LoadgenWindow:
     """LoadGen's power window of the phase whose logs are in the folder logs."""
     detail = logs / LOADGEN_FILES[0]
-    return metric.read_window(detail.read_text(), str(detail))
+    return power_metric.read_window(detail)

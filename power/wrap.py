@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import power_metric
+from bench.power_samples import read_samples
 from bench.run import OUTPUT_DIR, RunRecord, Verdict
 from bench.store import RunStore
 from lab.config import Mount
-from lab.errors import PowerError
-from power import metric
-from power.check_report import parse_check, power_checks, with_power
+from lab.errors import SubrunError
+from power.check_report import parse_check, power_checks, run_check, with_power
 
 CHECKOUT_MOUNT = "/subrun/power-dev"
 CHECK_OUTPUT = "power_check.txt"
-CHECK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -69,23 +68,12 @@ class OfficialWrap:
                 "passed": False, "submittable": False,
                 "reason": "power-dev's client left no power/client.json: it did not finish a "
                           "session (see the run's output tail)."})
-        text = run_check(self.controller_checkout, folder, self.controller_python)
+        _, text = run_check(self.controller_checkout, folder, self.controller_python)
         with tempfile.TemporaryDirectory(prefix="subrun-power-check-") as tmp:
             (Path(tmp) / CHECK_OUTPUT).write_text(text)
             store.add_files(record.key, record.attempt, Path(tmp))
         checks, submittable = power_checks(parse_check(text), ptd_identity(folder))
         return with_power(verdict, checks, submittable, power_metrics(folder))
-
-
-def run_check(checkout: Path, folder: Path, python: str = sys.executable) -> str:
-    """power-dev's compliance/check.py on a run's folder: everything it printed."""
-    try:
-        done = subprocess.run([python, str(checkout / "compliance" / "check.py"), str(folder)],
-                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"could not run {checkout}/compliance/check.py: {e}\n"
-    return done.stdout + done.stderr
 
 
 def ptd_identity(folder: Path) -> str:
@@ -102,10 +90,10 @@ def power_metrics(folder: Path) -> dict[str, float]:
     """Average watts (and energy per query) of the testing run, over LoadGen's window."""
     run_1 = folder / "run_1"
     try:
-        window = metric.read_window((run_1 / "mlperf_log_detail.txt").read_text(), str(run_1))
-        samples = metric.parse_spl((run_1 / "spl.txt").read_text())
-        measured = metric.compute_metric(samples, window, str(run_1 / "spl.txt"))
-    except (OSError, PowerError):
+        window = power_metric.read_window(run_1 / "mlperf_log_detail.txt")
+        samples = read_samples(run_1 / "spl.txt")
+        measured = power_metric.compute_metric(samples, window, str(run_1 / "spl.txt"))
+    except SubrunError:
         return {}  # power-dev's check names what is missing
     found = {"power_w": measured.avg_power_w}
     if measured.energy_per_query_mj is not None:

@@ -2,21 +2,22 @@
 
 Headline metrics are the ones the checker reports (performance_check.py RESULT_FIELD): Offline
 samples/s, SingleStream and MultiStream early-stopping latency in ms, Server and Interactive
-completed samples/s. Power is averaged the checker's way: samples strictly inside LoadGen's
-power_begin..power_end window with watts > 0.
+completed samples/s. Power and energy per query are the checker's figures, computed where the
+power runs' verdicts compute them (`bench.power_metric`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from bench.loadgen_log import POWER_TIME_FORMAT, DetailLog, read_detail
+from bench.loadgen_log import DetailLog, read_detail
+from bench.power_metric import compute_metric, loadgen_window
+from bench.power_samples import read_samples
 from bench.run import RunKind
 from bench.submitted import standing
-from lab.errors import RunError
+from lab.errors import PowerError, RunError
 from submission.index import PlacedResult
 from submission.inputs import StoredRun
 from submission.layout import ACCURACY_TXT, DETAIL, SPL, Layout, ResultKey
@@ -114,30 +115,14 @@ def _power(facts: ResultFacts, run: StoredRun) -> None:
         detail = _detail(detail_path) if detail_path else None
         if spl is None:
             continue
-        times, watts = read_spl(spl)
-        begin = detail.power_begin if detail else None
-        end = detail.power_end if detail else None
-        facts.traces.append(PowerTrace(f"{facts.placed.result} {phase}", times, watts,
-                                       begin, end))
-        if phase == "run_1" and begin and end:
-            inside = [w for t, w in zip(times, watts, strict=True) if begin < t < end and w > 0]
-            if inside:
-                facts.power_w = sum(inside) / len(inside)
-                queries = detail.get("result_query_count") if detail else None
-                if facts.placed.scenario in ("SingleStream", "MultiStream") and queries:
-                    duration_s = (end - begin).total_seconds()
-                    facts.energy_mj = facts.power_w * duration_s * 1000 / float(queries)
-
-
-def read_spl(path: Path) -> tuple[list[datetime], list[float]]:
-    """(times, watts) of a PTDaemon sample log (`Time,<stamp>,Watts,<W>,...` lines)."""
-    times, watts = [], []
-    for line in path.read_text(errors="replace").splitlines():
-        parts = line.split(",")
-        if len(parts) > 3 and parts[0] == "Time":
+        samples = read_samples(spl)
+        facts.traces.append(PowerTrace(f"{facts.placed.result} {phase}",
+                                       [s.time for s in samples], [s.watts for s in samples],
+                                       detail.power_begin if detail else None,
+                                       detail.power_end if detail else None))
+        if phase == "run_1" and detail is not None:
             try:
-                times.append(datetime.strptime(parts[1], POWER_TIME_FORMAT))
-                watts.append(float(parts[3]))
-            except ValueError:
-                continue
-    return times, watts
+                measured = compute_metric(samples, loadgen_window(detail), str(spl))
+            except PowerError:
+                continue  # no power window, or no sample inside it: the report shows no power
+            facts.power_w, facts.energy_mj = measured.avg_power_w, measured.energy_per_query_mj

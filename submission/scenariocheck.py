@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.loadgen_log import SEED_KEYS, DetailLog, read_detail
 from bench.rules import RoundRules, Seeds, round_of_seeds
+from lab.errors import RunError
 from submission import treecheck
 from submission.layout import (
     ACCURACY_JSON,
@@ -19,13 +21,14 @@ from submission.layout import (
     ResultKey,
     Style,
 )
-from submission.logfacts import DetailFacts, read_detail
 from submission.truncate import MAX_LOG_BYTES, accuracy_hash
 
 if TYPE_CHECKING:
     from submission.precheck import Findings
 
 TOLERATED_IN_TESTS = "Multiple conf files"  # the checker accepts it in TEST01/TEST04 logs
+# what the prechecks read of a detail log (with its errors): four logs per result, read fast
+KEYS = ("result_validity", *(f"effective_{key}" for key in SEED_KEYS))
 VERIFY_FILES = (VERIFY_ACCURACY, VERIFY_PERFORMANCE, VERIFY_OUTPUT_LEN)
 
 
@@ -38,11 +41,9 @@ def result(found: Findings, layout: Layout, key: ResultKey, model: str | None,
             found.add(f"missing-{part}-detail", "crash", path, f"{part} detail log missing: the "
                       "checker crashes (TypeError) without printing a summary", key=key, part=part)
     if perf_path.is_file():
-        _run_log(found, key, "performance", read_detail(perf_path), rules, tolerate="")
-    if acc_path.is_file():
-        facts = read_detail(acc_path)
-        _marker(found, key, "accuracy", facts)
-        _errors(found, key, "accuracy", facts, tolerate="")
+        _run_log(found, key, "performance", perf_path, rules, tolerate="")
+    if acc_path.is_file() and (log := _detail(found, key, "accuracy", acc_path)) is not None:
+        _errors(found, key, "accuracy", log, tolerate="")
     _accuracy_files(found, layout, key)
     _tests(found, layout, key, model, rules)
     _measurements(found, layout, key)
@@ -51,53 +52,49 @@ def result(found: Findings, layout: Layout, key: ResultKey, model: str | None,
         found.add("file-set", "error", path, message, key=key, part=_part(layout, key, path))
 
 
-def _run_log(found: Findings, key: ResultKey, part: str, facts: DetailFacts, rules: RoundRules,
+def _run_log(found: Findings, key: ResultKey, part: str, path: Path, rules: RoundRules,
              *, tolerate: str) -> None:
-    if not _marker(found, key, part, facts):
+    log = _detail(found, key, part, path)
+    if log is None:
         return
-    validity = facts.get("result_validity")
+    validity = log.get("result_validity")
     if validity != "VALID":
-        found.add("invalid-run", "error", facts.path, f"result_validity is {validity}: the "
+        found.add("invalid-run", "error", path, f"result_validity is {validity}: the "
                   "official checker does not look and would accept it. Re-run with settings "
                   "that make the run VALID (see the run's verdict).", key=key, part=part)
-    _errors(found, key, part, facts, tolerate=tolerate)
-    seeds = facts.seeds
-    want = rules.seeds
-    if seeds != (want.qsl_rng_seed, want.sample_index_rng_seed, want.schedule_rng_seed):
+    _errors(found, key, part, log, tolerate=tolerate)
+    seeds = log.seeds
+    if seeds != rules.seeds:
         other = _seed_round(seeds)
         whose = f"the seeds of {other}" if other else "seeds of no known round"
-        found.add("wrong-seeds", "error", facts.path, f"this log carries {whose}, not "
+        found.add("wrong-seeds", "error", path, f"this log carries {whose}, not "
                   f"{rules.round}'s: the LoadGen build belongs to another round, or user.conf "
                   "overrides a seed. Use the LoadGen release of the round "
                   f"({rules.loadgen_release or 'see bench/rounds'}).", key=key, part=part)
 
 
-def _seed_round(seeds: tuple[object, object, object]) -> str | None:
-    if not all(isinstance(s, int) and s >= 0 for s in seeds):
-        return None
-    qsl, index, schedule = (int(s) for s in seeds)  # type: ignore[call-overload]
+def _seed_round(seeds: Seeds | None) -> str | None:
+    return round_of_seeds(seeds) if seeds is not None else None
+
+
+def _detail(found: Findings, key: ResultKey, part: str, path: Path) -> DetailLog | None:
+    """The log's facts, or None (and a finding) when the checker's parser would raise on it."""
     try:
-        return round_of_seeds(Seeds(qsl_rng_seed=qsl, sample_index_rng_seed=index,
-                                    schedule_rng_seed=schedule))
-    except ValueError:
+        return read_detail(path, KEYS)
+    except RunError:
+        found.add("not-a-detail-log", "crash", path, "does not start with :::MLLOG: the "
+                  "checker's parser raises on it", key=key, part=part)
         return None
 
 
-def _marker(found: Findings, key: ResultKey, part: str, facts: DetailFacts) -> bool:
-    if not facts.marker_ok:
-        found.add("not-a-detail-log", "crash", facts.path, "does not start with :::MLLOG: the "
-                  "checker's parser raises on it", key=key, part=part)
-    return facts.marker_ok
-
-
-def _errors(found: Findings, key: ResultKey, part: str, facts: DetailFacts, *,
+def _errors(found: Findings, key: ResultKey, part: str, log: DetailLog, *,
             tolerate: str) -> None:
-    errors = [e for e in facts.errors if not (tolerate and tolerate in e)]
+    errors = [e for e in log.error_lines if not (tolerate and tolerate in e)]
     if errors:
         silent = " (the checker lets these pass in performance logs)" if part != "accuracy" \
             else ""
-        found.add("loadgen-errors", "error", facts.path, f"{len(errors)} LoadGen error(s){silent}: "
-                  + "; ".join(errors[:3]), key=key, part=part)
+        found.add("loadgen-errors", "error", Path(log.source), f"{len(errors)} LoadGen "
+                  f"error(s){silent}: " + "; ".join(errors[:3]), key=key, part=part)
 
 
 def _accuracy_files(found: Findings, layout: Layout, key: ResultKey) -> None:
@@ -122,7 +119,7 @@ def _tests(found: Findings, layout: Layout, key: ResultKey, model: str | None,
     for name in TESTS:
         detail = layout.test_run_1(key, name) / DETAIL
         if detail.is_file():
-            _run_log(found, key, name, read_detail(detail), rules, tolerate=TOLERATED_IN_TESTS)
+            _run_log(found, key, name, detail, rules, tolerate=TOLERATED_IN_TESTS)
         for verify in VERIFY_FILES:
             path = layout.test_dir(key, name) / verify
             if path.is_file() and not _verified(path):

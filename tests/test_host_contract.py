@@ -14,8 +14,9 @@ import psutil
 import pytest
 
 from lab.config import Inventory
-from lab.errors import CommandFailed, CommandTimedOut
+from lab.errors import CommandFailed, CommandTimedOut, ConnectError, TransferFailed, is_transient
 from lab.host import Host
+from lab.local import LocalHost
 from lab.transport import open_host
 from testkit.fake_host import Call, FakeHost, Reply
 
@@ -129,6 +130,29 @@ def test_put_get_exists(any_host: Host, tmp_path: Path) -> None:
     any_host.get(remote, back)
     assert back.read_bytes() == src.read_bytes()
     assert (any_host.free_bytes(any_host.work_dir) or 0) > 0
+
+
+def test_copying_a_missing_file_is_final_and_names_it(any_host: Host, tmp_path: Path) -> None:
+    missing = tmp_path / "not-there.bin"
+    with pytest.raises(TransferFailed, match=r"not-there\.bin") as caught:
+        any_host.put(missing, f"{any_host.work_dir}/copy.bin")
+    assert not is_transient(caught.value)  # no link dropped: retrying cannot help
+
+
+def test_a_failed_local_copy_is_final_never_a_dropped_link(tmp_path: Path) -> None:
+    """A local copy has no network: a missing source or an unwritable destination is a
+    TransferFailed naming the path, never a ConnectError that retries as if the link dropped."""
+    host = LocalHost("local", str(tmp_path))
+    source = tmp_path / "results.txt"
+    source.write_text("kept\n")
+    (tmp_path / "a-file").write_text("")  # a file where the destination needs a folder
+    for copy, path in ((lambda: host.put(tmp_path / "gone.txt", str(tmp_path / "x")), "gone"),
+                       (lambda: host.get(str(source), tmp_path / "a-file" / "copy.txt"),
+                        "a-file")):
+        with pytest.raises(TransferFailed, match=path) as caught:
+            copy()
+        assert not isinstance(caught.value, ConnectError) and not is_transient(caught.value)
+        assert "copying again will not help" in str(caught.value)
 
 
 def test_detached_process_is_found_and_reports_exit(any_host: Host) -> None:

@@ -14,7 +14,7 @@ import paramiko
 import pytest
 
 from bench.collect import collect_dir
-from bench.execute import TRANSIENT, ExecuteOptions, execute
+from bench.execute import ExecuteOptions, execute
 from bench.manifest import load_manifest
 from bench.plan import PlannedRun
 from bench.rules import load_rules
@@ -22,7 +22,7 @@ from bench.run import Mode, RunKind, RunSpec, Scenario
 from bench.store import RunStore
 from bench.target import RunTarget, remote_run_dir
 from lab.config import HostConfig, Inventory, Limits
-from lab.errors import CollectionRefused, RunError
+from lab.errors import CollectionRefused, RunError, is_link_fault, is_transient
 from lab.ssh import SshHost
 from tests.support.hostile_ssh import HostileTarget, Script
 
@@ -84,7 +84,8 @@ def test_hostile_listing_is_refused(case: str, hostile: HostileTarget, tmp_path:
     host = connect(hostile, tmp_path, keys)
     with pytest.raises(CollectionRefused) as caught:
         collect_dir(host, RUN_DIR, attempt_dir(tmp_path), Limits())
-    assert isinstance(caught.value, RunError) and not isinstance(caught.value, TRANSIENT)
+    assert isinstance(caught.value, RunError) and not is_link_fault(caught.value)
+    assert not is_transient(caught.value)
     assert reason in str(caught.value) and RUN_DIR in str(caught.value)
     assert not (tmp_path / SENTINEL).exists()
     assert not (Path.cwd() / SENTINEL).exists()

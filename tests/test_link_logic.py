@@ -18,6 +18,8 @@ from lab.errors import (
     HostUnreachable,
     LinkDown,
     RunError,
+    TransferFailed,
+    is_link_fault,
     is_transient,
 )
 from lab.host import CommandResult
@@ -85,6 +87,17 @@ def test_faults_are_classified_by_type() -> None:
     for final in (AccessRefused("key changed"), HostUnreachable("budget spent"),
                   RunError("failed"), None):
         assert not is_transient(final)
+
+
+def test_a_link_fault_leaves_the_target_running_whether_or_not_it_is_retried() -> None:
+    """The link failing is not the work failing: an attempt stays running after any link
+    fault (retried or final), and is judged failed only on what its host did."""
+    link = (ConnectError("down"), LinkDown("dropped"), HostUnreachable("budget spent"),
+            AccessRefused("key changed"), ConnectionLost("cut", host="h2", argv=("true",)))
+    assert all(is_link_fault(f) for f in link)
+    for work in (CommandTimedOut(result()), TransferFailed("no such file"), RunError("x"), None):
+        assert not is_link_fault(work)
+    assert not is_transient(TransferFailed("no such file"))
 
 
 def test_a_link_down_is_retried_until_the_budget_ends_it_other_faults_twice() -> None:

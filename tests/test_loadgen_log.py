@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from bench.loadgen_log import (
     read_detail,
     read_summary,
 )
+from bench.power_samples import format_time, parse_time
 from bench.rules import load_rules
 from lab.errors import RunError
 from testkit.loadgen_run import TinySut, run_loadgen
@@ -118,3 +120,30 @@ def test_damaged_logs_are_reported(runs: dict[str, Path], tmp_path: Path) -> Non
 def test_locate_logs_finds_output_dir(runs: dict[str, Path]) -> None:
     assert locate_logs(runs["offline"].parent) == runs["offline"]
     assert locate_logs(runs["offline"]) == runs["offline"]
+
+
+def test_reading_only_some_keys_gives_their_first_values_and_every_error(
+        runs: dict[str, Path], tmp_path: Path) -> None:
+    """The prechecks read a few keys of many logs: the same first values and the same errors
+    as a full read, and nothing else decoded."""
+    keys = ("result_validity", "effective_qsl_rng_seed", "effective_sample_index_rng_seed",
+            "effective_schedule_rng_seed")
+    for name in ("offline", "twice", "test01"):
+        path = runs[name] / "mlperf_log_detail.txt"
+        full, few = read_detail(path), read_detail(path, keys)
+        assert {k: few.get(k) for k in keys} == {k: full.get(k) for k in keys}
+        assert few.error_lines == full.error_lines and few.seeds == full.seeds
+        assert set(few.values) <= set(keys) | {e.key for e in full.errors}
+        assert len(few.entries) < len(full.entries) / 5
+    assert read_detail(runs["twice"] / "mlperf_log_detail.txt", keys).error_lines  # it has some
+    text = (runs["offline"] / "mlperf_log_detail.txt").read_text()
+    negative = text.replace('"key": "effective_qsl_rng_seed", "value": ',
+                            '"key": "effective_qsl_rng_seed", "value": -', 1)
+    assert negative != text and parse_detail(negative, "x", keys).seeds is None
+
+
+def test_power_window_is_on_the_sample_logs_utc_clock(runs: dict[str, Path]) -> None:
+    log = read_detail(runs["offline"] / "mlperf_log_detail.txt")
+    stamp = str(log.get("power_begin"))
+    assert log.power_begin is not None and log.power_begin.tzinfo is UTC
+    assert parse_time(stamp) == log.power_begin and format_time(log.power_begin) == stamp

@@ -20,8 +20,8 @@ import pytest
 from lab.config import AnalyzerConfig, DirectorConfig, HostConfig, Inventory
 from lab.errors import PowerError
 from lab.local import LocalHost
+from power.check_report import run_check
 from power.director import OfficialPowerRequest, measure_official
-from power.official import run_power_check
 from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
 from testkit.official import POWER_DEV
@@ -95,7 +95,7 @@ def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
     assert 30 < result.avg_power_w < 50  # power-dev sends no load hint: the idle profile
     assert not result.submittable and "subrun" in result.ptd_identity
 
-    passed, report = run_power_check(checkout, out)
+    passed, report = run_check(checkout, out)
     failed = [line for line in report.splitlines() if "[ ]" in line]
     assert not passed
     assert failed == [line for line in failed if "Check PTD commands and replies" in line], report

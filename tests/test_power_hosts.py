@@ -13,11 +13,11 @@ import pytest
 
 import power
 from bench.campaign import load_campaign
+from bench.power_samples import read_samples
 from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from flows import progress
 from lab.config import Inventory
-from power.metric import parse_spl
 from tests.support.campaigns import write_campaign
 from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
@@ -54,8 +54,8 @@ def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
 def _analyzer_window(store: RunStore, record: RunRecord) -> tuple[datetime, datetime]:
     """From the first ranging sample to the last testing sample: the analyzer's use."""
     folder = store.path(record.key, record.attempt)
-    ranging = parse_spl((folder / "ranging" / "spl.txt").read_text())
-    testing = parse_spl((folder / "run_1" / "spl.txt").read_text())
+    ranging = read_samples(folder / "ranging" / "spl.txt")
+    testing = read_samples(folder / "run_1" / "spl.txt")
     return ranging[0].time, testing[-1].time
 
 

@@ -159,3 +159,27 @@ def test_a_dropped_link_leaves_power_devs_server_serving_for_the_retry(
     assert stopped == []  # the client in the container still talks to it
     session_raising(RunError("the run failed"))
     assert len(stopped) == 1
+
+
+def test_power_devs_check_runs_through_the_controllers_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check.py's verdict is its exit status and its words; one that cannot start or hangs has
+    not passed and says why (LocalHost stops it at the deadline, process group and all)."""
+    from power import check_report
+
+    checkout = tmp_path / "power-dev"
+    (checkout / "compliance").mkdir(parents=True)
+    script = checkout / "compliance" / "check.py"
+    script.write_text("import sys\nprint('[x] Check client sources checksum')\n"
+                      "print('[ ] Check results checksum', file=sys.stderr)\nsys.exit(1)\n")
+    passed, text = check_report.run_check(checkout, tmp_path, sys.executable)
+    assert not passed and text == ("[x] Check client sources checksum\n"
+                                   "[ ] Check results checksum\n")
+    script.write_text("print('[x] Check client sources checksum')\n")
+    assert check_report.run_check(checkout, tmp_path, sys.executable)[0]
+    passed, text = check_report.run_check(checkout, tmp_path, str(tmp_path / "no-python"))
+    assert not passed and "no-python" in text
+    script.write_text("import time\ntime.sleep(30)\n")
+    monkeypatch.setattr(check_report, "CHECK_TIMEOUT_S", 0.5)
+    passed, text = check_report.run_check(checkout, tmp_path, sys.executable)
+    assert not passed and "could not run" in text and "0.5 s" in text

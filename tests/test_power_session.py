@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from bench import power_metric
+from bench.power_samples import parse_samples
 from lab.config import AnalyzerConfig, HostConfig, Inventory
 from lab.errors import PowerError
 from lab.local import LocalHost
-from power import metric
 from power.daemon import Daemon, DaemonOptions
 from power.lock import analyzer_lock, lock_holder
 from power.measure import PowerRequest, measure_power, prepare
@@ -63,8 +64,8 @@ def test_ranging_then_testing_produces_the_checkers_folders(daemon: Daemon, tmp_
     # the simulated load is busy (136..152 W) while LoadGen runs
     assert 136 <= result.avg_power_w <= 152 and result.samples_in_window >= 4
     assert result.energy_per_query_mj is None and result.scenario == "Offline"
-    window = metric.read_window((out / "run_1" / "mlperf_log_detail.txt").read_text(), "t")
-    again = metric.compute_metric(metric.parse_spl(spl), window, "t")
+    window = power_metric.read_window(out / "run_1" / "mlperf_log_detail.txt")
+    again = power_metric.compute_metric(parse_samples(spl), window, "t")
     assert again.avg_power_w == pytest.approx(result.avg_power_w)  # as the checker computes it
     assert float(result.testing_volts) > 228 and 0.6 * 1.1 < float(result.testing_amps) < 0.78
     assert not result.submittable and "not SPEC PTDaemon" in result.notes[0]
@@ -83,8 +84,7 @@ def test_single_stream_reports_energy_per_query(daemon: Daemon, tmp_path: Path) 
     settings = settings_for(daemon.port, tmp_path / "ss").model_copy(
         update={"short_ranging": True})
     result = run_power(settings, loadgen_workload("SingleStream", 1500))
-    window = metric.read_window((tmp_path / "ss" / "run_1" / "mlperf_log_detail.txt")
-                                .read_text(), "t")
+    window = power_metric.read_window(tmp_path / "ss" / "run_1" / "mlperf_log_detail.txt")
     assert result.scenario == "SingleStream" and window.result_query_count > 100
     expected = result.avg_power_w * window.duration_s * 1000 / window.result_query_count
     assert result.energy_per_query_mj == pytest.approx(expected)

@@ -11,9 +11,12 @@ import pytest
 
 from bench.rules import load_rules
 from bench.run import RunKind
+from power.wrap import power_metrics
 from submission.assemble import TreeRequest, assemble
 from submission.checker import parse_checker_output
+from submission.facts import result_facts
 from submission.inputs import StoredRun, SystemInput
+from submission.layout import Layout, Style
 from submission.precheck import precheck
 from submission.report import ReportInput, write_report
 from submission.tarball import pack
@@ -60,6 +63,11 @@ def test_markdown_shows_matrix_metrics_and_where_things_are(tmp_path: Path,
     power_row = next(line for line in md.splitlines() if line.startswith("| `tinybox/resnet/Off"))
     watts = float(re.search(r"([\d.]+) W", power_row).group(1))  # type: ignore[union-attr]
     assert 100 < watts < 200  # the simulated analyzer under load
+    layout = Layout(Path(index.root), index.division, index.submitter, Style(index.style))
+    placed = next(p for p in index.results if p.scenario == "Offline")
+    power_run = next(r for r in runs if str(r.folder) == placed.runs["power"].folder)
+    # the report's figure is the one the power verdict records, computed in one place
+    assert result_facts(layout, placed, runs).power_w == power_metrics(power_run.folder)["power_w"]
     assert "samples/s" in power_row and "accuracy=100.000%" in power_row
     assert f"sha256 `{index.root}" not in md and "sha256 `" in md
     assert "Official checker: **errors**" in md and "Checker on `tinybox/resnet/Offline`" in md

@@ -1,19 +1,21 @@
-"""The power figures of a run, computed the way the submission checker computes them.
+"""The power figures of a run, computed the way the submission checker computes them, once:
+the power runs' verdicts (`power/`) and the report (`submission/facts.py`) both ask here.
 
 Average watts over the samples strictly inside LoadGen's power_begin..power_end window with
 positive watts; for SingleStream and MultiStream, energy per query in millijoules as
-avg W x window duration x 1000 / result_query_count. Pure functions over log text.
+avg W x window duration x 1000 / result_query_count. Pure functions over the values of the
+logs' one readers (`bench.loadgen_log`, `bench.power_samples`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
+from bench.loadgen_log import DetailLog, read_detail
+from bench.power_samples import Sample
 from lab.errors import PowerError
-from power import protocol
-from power.protocol import Sample
 
 ENERGY_SCENARIOS = ("SingleStream", "MultiStream")
 TESTING_DROP_LIMIT = -0.05  # the checker fails testing power more than 5 % below ranging
@@ -50,46 +52,35 @@ class PowerMetric:
         return f"{self.avg_power_w:.2f} W"
 
 
-def read_window(detail_text: str, where: str) -> LoadgenWindow:
-    """power_begin, power_end, scenario and query count from mlperf_log_detail.txt text."""
-    values: dict[str, object] = {}
-    for line in detail_text.splitlines():
-        if not line.startswith(":::MLLOG "):
-            continue
-        try:
-            entry = json.loads(line[len(":::MLLOG "):])
-        except json.JSONDecodeError:
-            continue
-        if entry.get("key") in ("power_begin", "power_end", "effective_scenario",
-                                "result_query_count"):
-            values[entry["key"]] = entry.get("value")
-    missing = [k for k in ("power_begin", "power_end") if k not in values]
-    if missing:
-        raise PowerError(f"{where} has no {' or '.join(missing)}: it is not the detail log of a "
-                         "finished LoadGen performance run.")
+def loadgen_window(detail: DetailLog) -> LoadgenWindow:
+    """power_begin, power_end, scenario and query count of a LoadGen detail log."""
+    begin, end = detail.power_begin, detail.power_end
+    missing = [k for k, v in (("power_begin", begin), ("power_end", end)) if v is None]
+    if begin is None or end is None:
+        raise PowerError(f"{detail.source} has no readable {' or '.join(missing)}: it is not "
+                         "the detail log of a finished LoadGen performance run.")
     try:
-        return LoadgenWindow(protocol.parse_time(str(values["power_begin"])),
-                             protocol.parse_time(str(values["power_end"])),
-                             str(values.get("effective_scenario", "")),
-                             int(str(values.get("result_query_count", 0))))
+        queries = int(str(detail.get("result_query_count", 0)))
     except ValueError as e:
-        raise PowerError(f"{where} has an unreadable power_begin/power_end: {e}.") from e
+        raise PowerError(f"{detail.source} has an unreadable result_query_count: {e}.") from e
+    return LoadgenWindow(begin, end, str(detail.get("effective_scenario", "")), queries)
 
 
-def parse_spl(text: str) -> list[Sample]:
-    """The samples of an spl.txt (or `-l` log) text, in order."""
-    samples = []
-    for line in text.splitlines():
-        parsed = protocol.parse_sample_line(line)
-        if parsed is not None:
-            samples.append(parsed[0])
-    return samples
+def read_window(path: Path) -> LoadgenWindow:
+    """LoadGen's power window from a mlperf_log_detail.txt file."""
+    return loadgen_window(read_detail(path))
 
 
 def in_window(samples: list[Sample], window: LoadgenWindow) -> list[Sample]:
     """The samples strictly inside the window with positive watts (the checker's rule)."""
     return [s for s in samples
             if window.power_begin < s.time < window.power_end and s.watts > 0]
+
+
+def average_w(samples: list[Sample], window: LoadgenWindow) -> float | None:
+    """The checker's average power over the window, or None when no sample is inside it."""
+    inside = in_window(samples, window)
+    return _mean_w(inside) if inside else None
 
 
 def compute_metric(samples: list[Sample], window: LoadgenWindow, where: str) -> PowerMetric:
@@ -99,11 +90,15 @@ def compute_metric(samples: list[Sample], window: LoadgenWindow, where: str) -> 
         raise PowerError(f"{where} has no power samples inside LoadGen's power_begin.."
                          f"power_end window ({window.duration_s:.1f} s); the run must last "
                          "several sample intervals: raise min_duration.")
-    avg_w = sum(s.watts for s in inside) / len(inside)
+    avg_w = _mean_w(inside)
     energy = None
     if window.scenario in ENERGY_SCENARIOS and window.result_query_count > 0:
         energy = avg_w * window.duration_s * 1000 / window.result_query_count
     return PowerMetric(avg_w, window.duration_s, len(inside), energy)
+
+
+def _mean_w(inside: list[Sample]) -> float:
+    return sum(s.watts for s in inside) / len(inside)
 
 
 def ranging_maxima(samples: list[Sample], where: str) -> tuple[float, float]:
