@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from bench import sampler
 from bench.run import Mode, RunKind, RunSpec, Scenario
@@ -14,7 +17,11 @@ from bench.store import RunStore
 from bench.telemetry import judge
 from bench.trace import MAX_LINE, parse_trace, read_trace, summarize
 from lab.local import LocalHost
+from submission import telemetry_view
+from submission.inputs import StoredRun
 from testkit.fake_host import FakeHost, Reply
+from testkit.submission_runs import real_runs, runs_of
+from tests.test_submission_report import report_for
 
 HZ = 100
 EPOCH = 1_790_000_000
@@ -205,3 +212,43 @@ def test_the_real_script_samples_this_machine(tmp_path: Path) -> None:
     assert summary.run_cpu_mean_pct is not None and summary.run_cpu_mean_pct > 10
     assert summary.sampler_cpu_s is not None
     assert not os.path.exists(host.detached_dir(sampler.process_name("rid")))  # removed
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[StoredRun]:
+    return runs_of(real_runs(tmp_path_factory.getbasetemp() / "submission-runs"))
+
+
+def with_trace(run: StoredRun, folder: Path, lines: list[str]) -> StoredRun:
+    """run with a trace among its files and its judged summary in its record (a copy)."""
+    shutil.copytree(run.folder, folder)
+    (folder / sampler.TRACE).write_text("\n".join(lines) + "\n")
+    summary = summarize(parse_trace(lines))
+    record = run.record.model_copy(update={"files": {**run.record.files, sampler.TRACE: "x"},
+                                           "telemetry": summary})
+    return StoredRun(record, folder)
+
+
+def test_the_report_plots_traces_under_the_power_trace_and_lists_flagged_runs(
+        tmp_path: Path, runs: list[StoredRun]) -> None:
+    perf = [r for r in runs if r.spec.kind is RunKind.PERFORMANCE]
+    busy = with_trace(perf[0], tmp_path / "busy", trace(10, busy=1.0, run=1.0))
+    quiet = with_trace(perf[1], tmp_path / "quiet", trace(10, busy=1.0, run=1.95))
+    others = [r for r in runs if r.record is not perf[0].record and r.record is not perf[1].record]
+    _, report = report_for(tmp_path, [*others, busy, quiet], with_checker=False)
+    names = [Path(f).name for f in report.figures]
+    assert "telemetry.png" in names and names.index("telemetry.png") == names.index(
+        "power.png") + 1
+    md = report.markdown
+    assert "## Telemetry" in md and "2 attempt(s) sampled" in md
+    flagged = [line for line in md.splitlines() if line.startswith(f"| {busy.spec.label} |")]
+    assert len(flagged) == 1 and "contended" in flagged[0] and "| 50 |" in flagged[0]
+    assert not any(line.startswith(f"| {quiet.spec.label} |") for line in md.splitlines()
+                   if "contended" in line)
+    html = Path(report.html_path).read_text()
+    assert html.count('src="data:image/png;base64,') == len(names)  # telemetry.png inlined too
+
+
+def test_no_trace_no_telemetry_section(runs: list[StoredRun]) -> None:
+    assert telemetry_view.section(runs) == []
+    assert telemetry_view.figures(runs) == {}
