@@ -61,6 +61,7 @@ class RunOutcome:
     passed: bool
     reason: str
     metrics: dict[str, float] = field(default_factory=dict)  # the verdict's, for events
+    flags: list[str] = field(default_factory=list)  # telemetry (throttled, contended): warnings
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -249,8 +250,9 @@ def outcome(record: RunRecord) -> RunOutcome:
     verdict = record.verdict
     passed = record.state == "finished" and verdict is not None and verdict.passed
     reason = record.error or (verdict.reason if verdict else "")
+    flags = [n for n in ("throttled", "contended") if getattr(record.telemetry, n, False)]
     return RunOutcome(record.spec.label, record.key, record.attempt, record.state, passed,
-                      reason, dict(verdict.metrics) if verdict else {})
+                      reason, dict(verdict.metrics) if verdict else {}, flags)
 
 
 def assemble_tree(ctx: CampaignContext, descriptions: Mapping[str, SystemDescription]

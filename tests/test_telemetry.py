@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import sampler
-from bench.run import Mode, RunKind, RunSpec, Scenario
+from bench.run import Mode, RunKind, RunSpec, Scenario, Verdict
 from bench.store import RunStore
 from bench.telemetry import judge
 from bench.trace import MAX_LINE, parse_trace, read_trace, summarize
@@ -252,3 +252,15 @@ def test_the_report_plots_traces_under_the_power_trace_and_lists_flagged_runs(
 def test_no_trace_no_telemetry_section(runs: list[StoredRun]) -> None:
     assert telemetry_view.section(runs) == []
     assert telemetry_view.figures(runs) == {}
+
+
+def test_a_flagged_run_passes_and_its_progress_line_says_why(tmp_path: Path) -> None:
+    from flows.steps import outcome  # flows import prefect: only this test needs it
+
+    store = RunStore(tmp_path / "store")
+    record = store.start_attempt(spec())
+    summary = summarize(parse_trace(trace(10, busy=1.0, run=1.0)))
+    record = store.update(record.key, record.attempt, state="finished", telemetry=summary,
+                          verdict=Verdict(passed=True))
+    result = outcome(record)
+    assert result.passed and result.flags == ["contended"]
