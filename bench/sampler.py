@@ -157,8 +157,13 @@ def ensure(host: Host, rid: str, pid: int, mode: str) -> None:
 
 def fetch(host: Host, rid: str, local_dir: Path) -> bool:
     """Stop rid's sampler (it writes its last line) and copy its trace to local_dir/TRACE;
-    False when there is none. A file of that name the run left itself is replaced: the
-    name is the sampler's."""
+    False when there is none. A file of that name the run left itself is dropped: the name
+    is the sampler's."""
+    local = Path(local_dir) / TRACE
+    if local.is_symlink() or local.exists():  # never taken for a trace
+        log.warning("host '%s', run %s: the run wrote a file named %s itself; it is not kept",
+                    host.name, rid, TRACE)
+        local.unlink()
     found = host.find_detached(process_name(rid))
     if found is None:
         return False
@@ -166,11 +171,6 @@ def fetch(host: Host, rid: str, local_dir: Path) -> bool:
         host.stop_detached(found)
         if host.wait_detached(found, timeout_s=STOP_WAIT_S, poll_s=0.2).running:
             host.stop_detached(found, signal="KILL", reach="group")
-    local = Path(local_dir) / TRACE
-    if local.is_symlink() or local.exists():
-        log.warning("host '%s', run %s: the run wrote a file named %s itself; it is replaced by "
-                    "the sampler's trace", host.name, rid, TRACE)
-        local.unlink()
     try:
         host.get(trace_path(host, rid), local, max_bytes=TRACE_MAX_BYTES)
     except TransferFailed as e:  # none written, or not a plain file: the run has no trace

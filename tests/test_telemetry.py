@@ -173,7 +173,9 @@ def test_sampler_lifecycle_on_a_fake_host(tmp_path: Path) -> None:
     assert (local / sampler.TRACE).read_text().startswith('{"v": 1')
     sampler.remove(host, "c-key-a1")
     assert host.commands()[-1] == ("rm", "-rf", host.detached_dir("subrun-telemetry-c-key-a1"))
+    (local / sampler.TRACE).write_text("forged by a run that was never sampled")
     assert not sampler.fetch(host, "never-sampled", local)
+    assert not (local / sampler.TRACE).exists()
 
 
 def test_a_running_sampler_is_kept_on_reattachment() -> None:
