@@ -9,6 +9,7 @@ here; the flag would be right to say so. Its summary is printed for the record.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import sampler
-from bench.execute import ExecuteOptions, execute
+from bench import sampler, telemetry
+from bench import target as remote
+from bench.execute import ExecuteOptions, execute, run_files
 from bench.run import RunKind, Scenario
 from bench.store import RunStore
 from bench.target import RunTarget
@@ -89,3 +91,19 @@ def test_a_host_kept_busy_by_other_processes_flags_the_run_contended(
     # a warning, not a failure: no check of the verdict comes from telemetry
     assert record.verdict is not None
     assert not any("telemetry" in c.name or "contended" in c.detail for c in record.verdict.checks)
+
+
+def test_a_reattached_run_keeps_its_sampler(h2_target: RunTarget, tmp_path: Path) -> None:
+    """A controller that crashed left the run and its sampler going: the controller started
+    again reattaches to both, and the trace is one sampler's, from start to end."""
+    store = RunStore(tmp_path / "store")
+    run = longer(planned(h2_target, Scenario.OFFLINE, RunKind.PERFORMANCE), 5000)
+    record = store.start_attempt(run.spec)
+    handle = remote.start(h2_target, record, run_files(run.spec, RULES))
+    telemetry.begin(h2_target, handle)  # what the crashed controller had started
+    time.sleep(2)
+    final = execute(h2_target, run, store, RULES)
+    assert final.state == "finished" and final.attempt == record.attempt, final.error
+    lines = (store.path(final.key, final.attempt) / sampler.TRACE).read_text().splitlines()
+    assert sum('"v":1' in line for line in lines) == 1  # never a second sampler
+    assert final.telemetry is not None and final.telemetry.samples >= 5
