@@ -14,13 +14,12 @@ from __future__ import annotations
 import logging
 
 from bench import sampler
-from bench.native import NATIVE
 from bench.run import RunRecord
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from bench.trace import read_trace, summarize
-from lab.docker import Container
 from lab.errors import SubrunError
+from lab.host import Detached
 
 log = logging.getLogger("subrun.runs")
 
@@ -28,10 +27,9 @@ log = logging.getLogger("subrun.runs")
 def begin(target: RunTarget, handle: RunHandle) -> None:
     """Sample the host while the run's process lives (best effort)."""
     try:
-        if target.runner is NATIVE:
-            pid, mode = handle.process.pid, "session"  # type: ignore[union-attr]
+        if isinstance(handle.process, Detached):  # a native process: its session is the run
+            pid, mode = handle.process.pid, "session"
         else:
-            assert isinstance(handle.process, Container)
             result = target.engine.docker(["inspect", "--format", "{{.State.Pid}}",
                                            handle.process.id], what="reading a run's pid")
             pid, mode = int(result.stdout.strip() or 0), "cgroup"

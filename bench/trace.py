@@ -97,6 +97,17 @@ class Trace:
 
 
 @dataclass(frozen=True)
+class Header:
+    """What a sampler said when it started: its clocks and the units of its readings."""
+
+    epoch: float  # wall clock (s) at ...
+    up: float  # ... this uptime (s): a sample's time is epoch + (its up - up)
+    hz: float  # /proc/stat ticks per second
+    run_unit_s: float | None  # seconds per unit of the run's CPU counter (None: not read)
+    gpu: str  # "nvidia", "rocm" or ""
+
+
+@dataclass(frozen=True)
 class Point:
     """One interval between two samples: shares of all cores, in percent."""
 
@@ -118,7 +129,7 @@ def read_trace(path: Path) -> Trace:
 def parse_trace(lines: Iterable[str]) -> Trace:
     """Parse trace lines: header lines (`v`), sample lines (`cpu`), the sampler's end line."""
     trace = Trace()
-    header: dict[str, object] | None = None
+    header: Header | None = None
     for line in lines:
         if not line.strip():
             continue
@@ -126,7 +137,7 @@ def parse_trace(lines: Iterable[str]) -> Trace:
         if item is None:
             trace.skipped += 1
         elif "v" in item:
-            header = item if _header(trace, item) else None
+            header = _header(trace, item)
             trace.skipped += header is None
         elif "self_ticks" in item and _num(item["self_ticks"]) is not None:
             trace.sampler_ticks += _num(item["self_ticks"]) or 0.0
@@ -161,39 +172,35 @@ def _nums(value: object) -> list[float] | None:
     return None if any(v is None for v in out) else [v for v in out if v is not None]
 
 
-def _header(trace: Trace, item: dict[str, object]) -> bool:
+def _header(trace: Trace, item: dict[str, object]) -> Header | None:
     epoch, up, hz = _num(item.get("epoch")), _num(item.get("up")), _num(item.get("hz"))
     if epoch is None or up is None or not 0 <= epoch < 1e11 or not hz or hz <= 0:
-        return False
+        return None
     trace.hz = hz
     max_khz = _nums(item.get("max_khz")) or []
     if max_khz:
         trace.max_khz = max(max_khz)
     trace.limits_c = [v / 1000 for v in _nums(item.get("limits_mc")) or []]
-    return True
+    unit = {"us": 1e-6, "ns": 1e-9, "ticks": 1 / hz}.get(str(item.get("run_unit")))
+    return Header(epoch, up, hz, unit, str(item.get("gpu", "")))
 
 
-def _sample(item: dict[str, object], header: dict[str, object]) -> Sample | None:
-    up, cpu = _num(item.get("up")), _nums(item.get("cpu"))
-    epoch, up0 = _num(header["epoch"]), _num(header["up"])
-    if up is None or cpu is None or len(cpu) < 4 or epoch is None or up0 is None:
+def _sample(item: dict[str, object], header: Header) -> Sample | None:
+    up, cpu, cores = _num(item.get("up")), _nums(item.get("cpu")), item.get("cores")
+    if up is None or cpu is None or len(cpu) < 4 or not 0 <= up - header.up < 1e7:
         return None
-    if not 0 <= up - up0 < 1e7:
+    if not isinstance(cores, list) or len(cores) > 4096:
         return None
     load = _nums(item.get("load")) or []
     mem = _nums(item.get("mem_kb")) or []
     run = _num(item.get("run"))
-    unit = {"us": 1e-6, "ns": 1e-9, "ticks": 1 / float(header["hz"])}.get(  # type: ignore[arg-type]
-        str(header.get("run_unit")))
-    cores = item.get("cores")
     return Sample(
-        t=datetime.fromtimestamp(epoch, UTC) + timedelta(seconds=up - up0), up=up,
+        t=datetime.fromtimestamp(header.epoch, UTC) + timedelta(seconds=up - header.up), up=up,
         cpu=tuple(cpu[:8]), khz=_nums(item.get("khz")) or [],
         temp_c=[v / 1000 for v in _nums(item.get("temp_mc")) or []],
         load1=load[0] if load else None, mem_kb=(mem[0], mem[1]) if len(mem) == 2 else None,
-        run_s=run * unit if run is not None and unit is not None else None,
-        gpus=_gpus(item.get("gpu"), str(header.get("gpu", ""))), ncpu=len(cores),
-    ) if isinstance(cores, list) and len(cores) <= 4096 else None
+        run_s=run * header.run_unit_s if run is not None and header.run_unit_s else None,
+        gpus=_gpus(item.get("gpu"), header.gpu), ncpu=len(cores))
 
 
 def _gpus(value: object, kind: str) -> list[dict[str, float]]:
@@ -251,36 +258,13 @@ def points(trace: Trace) -> list[Point]:
 
 def summarize(trace: Trace) -> TelemetrySummary:
     """The run's numbers and its flags."""
-    pts = points(trace)
-    samples = trace.samples
-    busy = [p for p in pts if p.cpu_pct >= 100 * BUSY]
+    pts, samples = points(trace), trace.samples
     with_run = [p for p in pts if p.run_pct is not None and p.other_pct is not None]
-    active = [p for p in with_run if (p.run_pct or 0) >= 5.0]
-    contended = [p for p in active if p.cpu_pct >= 100 * SATURATED
-                 and (p.other_pct or 0) >= 100 * OTHER_SHARE]
-    freqs = [p.mhz for p in busy if p.mhz is not None]
-    max_mhz = trace.max_khz / 1000 if trace.max_khz else None
-    slow = [f for f in freqs if max_mhz and f < THROTTLE_FREQ_SHARE * max_mhz]
-    hot = [(s.t, t, lim) for s in samples for t, lim in zip(s.temp_c, trace.limits_c,
-                                                            strict=False) if lim > 0 and t >= lim]
-    reasons = []
-    throttled_freq = len(slow) >= MIN_INTERVALS and len(slow) >= SUSTAINED * len(busy)
-    if throttled_freq and max_mhz:
-        reasons.append(f"throttled: the mean core frequency fell below "
-                       f"{THROTTLE_FREQ_SHARE:.0%} of the {max_mhz:.0f} MHz maximum in "
-                       f"{len(slow)} of {len(busy)} busy seconds (lowest {min(slow):.0f} MHz)")
-    if hot:
-        reasons.append(f"throttled: a temperature reached its limit ({hot[0][1]:.0f} C >= "
-                       f"{hot[0][2]:.0f} C) in {len(hot)} readings")
-    is_contended = (len(contended) >= MIN_INTERVALS
-                    and len(contended) >= SUSTAINED * len(active))
-    if is_contended:
-        reasons.append(f"contended: other processes used >= {OTHER_SHARE:.0%} of the cores "
-                       f"while the host was saturated in {len(contended)} of {len(active)} "
-                       f"seconds of the run (mean {_mean([p.other_pct for p in active]):.0f} %)")
+    contention, share = _contention(with_run)
+    throttling = _throttling(trace, pts)
+    freqs = [p.mhz for p in pts if p.cpu_pct >= 100 * BUSY and p.mhz is not None]
     gpus = [g for s in samples for g in s.gpus]
     mems = [s.mem_kb[1] for s in samples if s.mem_kb]
-    temps = [t for s in samples for t in s.temp_c if t > 0]
     return TelemetrySummary(
         samples=len(samples), cpus=max((s.ncpu for s in samples), default=0),
         duration_s=round(samples[-1].up - samples[0].up, 1) if samples else 0.0,
@@ -289,19 +273,53 @@ def summarize(trace: Trace) -> TelemetrySummary:
         run_cpu_mean_pct=_round(_mean([p.run_pct for p in with_run])),
         other_mean_pct=_round(_mean([p.other_pct for p in with_run])),
         other_max_pct=_round(max((p.other_pct or 0 for p in with_run), default=None)),
-        contended_share=round(len(contended) / len(active), 3) if active else None,
-        freq_min_mhz=_round(min(freqs, default=None)), freq_max_mhz=_round(max_mhz),
-        temp_max_c=_round(max(temps, default=None)),
+        contended_share=share, freq_min_mhz=_round(min(freqs, default=None)),
+        freq_max_mhz=_round(trace.max_khz / 1000 if trace.max_khz else None),
+        temp_max_c=_round(max((t for s in samples for t in s.temp_c if t > 0), default=None)),
         load_max=_round(max((s.load1 for s in samples if s.load1 is not None), default=None)),
         mem_min_available_mb=_round(min(mems) / 1024 if mems else None),
-        gpu_util_max_pct=_round(max((g["util_pct"] for g in gpus if "util_pct" in g),
-                                    default=None)),
-        gpu_power_max_w=_round(max((g["power_w"] for g in gpus if "power_w" in g),
-                                   default=None)),
-        gpu_temp_max_c=_round(max((g["temp_c"] for g in gpus if "temp_c" in g), default=None)),
+        gpu_util_max_pct=_gpu_max(gpus, "util_pct"), gpu_power_max_w=_gpu_max(gpus, "power_w"),
+        gpu_temp_max_c=_gpu_max(gpus, "temp_c"),
         sampler_cpu_s=round(trace.sampler_ticks / trace.hz, 3) if trace.sampler_ticks else None,
-        skipped_lines=trace.skipped, throttled=throttled_freq or bool(hot),
-        contended=is_contended, reasons=reasons)
+        skipped_lines=trace.skipped, throttled=bool(throttling), contended=bool(contention),
+        reasons=[*throttling, *contention])
+
+
+def _throttling(trace: Trace, pts: list[Point]) -> list[str]:
+    """Why the host throttled: a low clock while busy, sustained; a temperature at its limit."""
+    reasons = []
+    busy = [p for p in pts if p.cpu_pct >= 100 * BUSY]
+    max_mhz = trace.max_khz / 1000 if trace.max_khz else None
+    slow = [p.mhz for p in busy if max_mhz and p.mhz is not None
+            and p.mhz < THROTTLE_FREQ_SHARE * max_mhz]
+    if max_mhz and len(slow) >= MIN_INTERVALS and len(slow) >= SUSTAINED * len(busy):
+        reasons.append(f"throttled: the mean core frequency fell below "
+                       f"{THROTTLE_FREQ_SHARE:.0%} of the {max_mhz:.0f} MHz maximum in "
+                       f"{len(slow)} of {len(busy)} busy seconds (lowest "
+                       f"{min(m for m in slow if m is not None):.0f} MHz)")
+    hot = [(t, lim) for s in trace.samples
+           for t, lim in zip(s.temp_c, trace.limits_c, strict=False) if 0 < lim <= t]
+    if hot:
+        reasons.append(f"throttled: a temperature reached its limit ({hot[0][0]:.0f} C >= "
+                       f"{hot[0][1]:.0f} C) in {len(hot)} readings")
+    return reasons
+
+
+def _contention(with_run: list[Point]) -> tuple[list[str], float | None]:
+    """Why the run was contended, and the share of its seconds that were."""
+    active = [p for p in with_run if (p.run_pct or 0) >= 5.0]  # the run was working
+    contended = [p for p in active if p.cpu_pct >= 100 * SATURATED
+                 and (p.other_pct or 0) >= 100 * OTHER_SHARE]
+    share = round(len(contended) / len(active), 3) if active else None
+    if len(contended) < MIN_INTERVALS or len(contended) < SUSTAINED * len(active):
+        return [], share
+    return [f"contended: other processes used >= {OTHER_SHARE:.0%} of the cores while the "
+            f"host was saturated in {len(contended)} of {len(active)} seconds of the run "
+            f"(mean {_mean([p.other_pct for p in active]):.0f} %)"], share
+
+
+def _gpu_max(gpus: list[dict[str, float]], name: str) -> float | None:
+    return _round(max((g[name] for g in gpus if name in g), default=None))
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
