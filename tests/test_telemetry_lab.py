@@ -23,8 +23,12 @@ from bench.execute import ExecuteOptions, execute, run_files
 from bench.run import RunKind, Scenario
 from bench.store import RunStore
 from bench.target import RunTarget
+from flows import steps
+from flows.context import CampaignContext
 from lab.config import Inventory
 from lab.host import Host
+from lab.provision import ProvisionResult
+from tests import test_native
 from tests.support.targets import provisioned_target
 from tests.test_execute import RULES, longer, planned
 
@@ -107,3 +111,19 @@ def test_a_reattached_run_keeps_its_sampler(h2_target: RunTarget, tmp_path: Path
     lines = (store.path(final.key, final.attempt) / sampler.TRACE).read_text().splitlines()
     assert sum('"v":1' in line for line in lines) == 1  # never a second sampler
     assert final.telemetry is not None and final.telemetry.samples >= 5
+
+
+edge = test_native.edge  # the engine-false copy of h2, its digits environment provisioned
+
+
+def test_a_native_run_is_sampled_by_its_session(
+        edge: tuple[CampaignContext, dict[str, ProvisionResult]]) -> None:
+    ctx, images = edge
+    record = steps.run(ctx, test_native.planned(ctx, RunKind.PERFORMANCE), images)
+    assert record.state == "finished", record.error
+    lines = (ctx.store.path(record.key, record.attempt) / sampler.TRACE).read_text().splitlines()
+    assert json.loads(lines[0])["run_unit"] == "ticks"  # the run's session, summed
+    summary = record.telemetry
+    assert summary is not None and summary.samples >= 2
+    assert summary.run_cpu_mean_pct is not None and summary.run_cpu_mean_pct > 0
+    print("native run:", summary.model_dump_json())
