@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import target as remote
+from bench import telemetry
 from bench.compliance import ComplianceResult, References, verify
 from bench.loadgen_log import locate_logs
 from bench.plan import PlannedRun
@@ -195,6 +196,7 @@ def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunS
             timeout_s: float) -> RunRecord:
     """Wait, collect into the store (with the exit status), only then clean the target, judge."""
     key, attempt, spec = record.key, record.attempt, record.spec
+    telemetry.begin(target, handle)  # a host sampler beside the run, until it is collected
     status = remote.wait(target, handle, timeout_s)
     _unless_cancelled(target, spec)  # the canceller stopped it and records it cancelled
     try:
@@ -236,6 +238,7 @@ def judge_collected(record: RunRecord, store: RunStore, rules: RoundRules,
     """The final record of a collected attempt: failed with its error, or judged (a
     compliance test verified against references, the attempts it names in its record; a
     wrapped run, e.g. power-dev's, by its wrapper's check as well)."""
+    record = telemetry.judge(store, record)  # a flagged run warns; it is never failed for it
     key, attempt, spec = record.key, record.attempt, record.spec
     done = datetime.now(UTC)
     if record.error or record.exit_status not in (0, None):

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from bench.trace import TelemetrySummary
+
 RUN_MOUNT = "/subrun/run"
 OUTPUT_DIR = "output"
 
@@ -204,6 +206,7 @@ class RunRecord(BaseModel):
     settle_s: float = 0.0  # seconds the host was left idle before this attempt started
     reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
     references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against
+    telemetry: TelemetrySummary | None = None  # the sampler's trace, judged (bench.trace)
 
     @property
     def run(self) -> RunId:

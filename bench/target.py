@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from bench import sampler
 from bench.collect import collect_dir
 from bench.manifest import Manifest
 from bench.native import NATIVE
@@ -257,6 +258,7 @@ def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
     raises CollectionRefused for a hostile or malformed one); return the output tail."""
     run_dir = remote_run_dir(target, handle.attempt_name)
     collect_dir(target.host, run_dir, local_dir, target.config.limits)
+    sampler.fetch(target.host, handle.attempt_name, local_dir)  # the trace, beside the run's files
     return target.runner.output_tail(target, handle.process, 40)[-TAIL_MAX_CHARS:]
 
 
@@ -264,6 +266,7 @@ def discard(target: RunTarget, handle: RunHandle) -> None:
     """Remove the container or process and the run directory (only after collection)."""
     target.runner.remove(target, handle.process)
     target.host.run(["rm", "-rf", remote_run_dir(target, handle.attempt_name)], timeout_s=120)
+    sampler.remove(target.host, handle.attempt_name)
 
 
 def run_to_completion(target: RunTarget, record: RunRecord, phase: str, files: dict[str, str],

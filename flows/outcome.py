@@ -24,14 +24,16 @@ class RunOutcome:
     passed: bool
     reason: str
     metrics: Mapping[str, float] = field(default_factory=dict)  # the verdict's, for events
+    flags: tuple[str, ...] = ()  # telemetry (throttled, contended): warnings, not failures
 
     @classmethod
     def of(cls, record: RunRecord) -> RunOutcome:
         """The outcome of one attempt, from its record."""
         verdict = record.verdict
         reason = record.error or (verdict.reason if verdict else "")
+        flags = tuple(n for n in ("throttled", "contended") if getattr(record.telemetry, n, False))
         return cls(record.spec.label, record.key, record.attempt, record.state, passed(record),
-                   reason, dict(verdict.metrics) if verdict else {})
+                   reason, dict(verdict.metrics) if verdict else {}, flags)
 
 
 @dataclass(frozen=True)

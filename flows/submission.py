@@ -114,7 +114,8 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: Images,
         raise
     status = "passed" if result.passed else f"FAILED ({result.state}): {result.reason}"
     (logger.info if result.passed else logger.warning)("%s: %s", planned.label, status)
-    progress.finished(planned.label, "passed" if result.passed else "failed")
+    warn = f" (warning: host {' and '.join(result.flags)})" if result.flags else ""
+    progress.finished(planned.label + warn, "passed" if result.passed else "failed")
     events.emit(events.run_event(ctx.campaign.name, planned.spec, result))
     return run_state(result)
 

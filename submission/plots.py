@@ -91,3 +91,43 @@ def _png(fig: Figure) -> bytes:
     fig.savefig(buffer, format="png", dpi=90)
     plt.close(fig)
     return buffer.getvalue()
+
+
+@dataclass(frozen=True)
+class HostTrace:
+    """A run's host telemetry (bench.trace points): percent of all cores in use by the run
+    and by other processes, mean core MHz and the hottest temperature, per second."""
+
+    label: str
+    seconds: Sequence[float]
+    run_pct: Sequence[float]
+    other_pct: Sequence[float]
+    mhz: Sequence[float | None]
+    temp_c: Sequence[float | None]
+
+
+def host_traces(traces: Sequence[HostTrace], title: str) -> bytes | None:
+    """CPU of the run and of the others stacked per run, frequency and temperature beside."""
+    traces = [t for t in traces if t.seconds]
+    if not traces:
+        return None
+    fig, axes = plt.subplots(len(traces), 1, figsize=(8, 1.9 * len(traces)), squeeze=False)
+    for ax, trace in zip(axes[:, 0], traces, strict=True):
+        ax.stackplot(trace.seconds, trace.run_pct, trace.other_pct, colors=["#3b7dd8", "#9aa5b1"],
+                     labels=["run", "other processes"], alpha=0.8)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("% of cores")
+        ax.set_title(trace.label, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        for values, color, unit in ((trace.mhz, "#15803d", "MHz"), (trace.temp_c, "#c2410c", "C")):
+            points = [(s, v) for s, v in zip(trace.seconds, values, strict=True) if v is not None]
+            if points:
+                twin = ax.twinx()
+                twin.plot(*zip(*points, strict=True), color=color, linewidth=1)
+                twin.set_ylabel(unit, color=color, fontsize=8)
+                if unit == "C":
+                    twin.spines["right"].set_position(("outward", 40))
+        ax.legend(fontsize=7, loc="lower right")
+    axes[-1, 0].set_xlabel("seconds since the first sample")
+    fig.suptitle(title)
+    return _png(fig)

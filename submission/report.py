@@ -16,7 +16,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
-from submission import plots, sections
+from submission import plots, sections, telemetry_view
 from submission.checker import CheckerOutcome
 from submission.facts import ResultFacts, matrix, result_facts
 from submission.index import TreeIndex, index_path
@@ -60,6 +60,7 @@ def write_report(data: ReportInput, out_dir: Path) -> ReportFiles:
                     Style(data.index.style))
     facts = [result_facts(layout, placed, data.runs) for placed in data.index.results]
     figures = _figures(facts)
+    figures.update(telemetry_view.figures(data.runs))  # under the power trace
     for name, png in figures.items():
         (out_dir / name).write_bytes(png)
     markdown = render_markdown(data, facts, list(figures))
@@ -86,6 +87,7 @@ def render_markdown(data: ReportInput, facts: Sequence[ResultFacts],
     out += sections.audits(data.runs)
     if figures:
         out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
+    out += telemetry_view.section(data.runs)
     out += sections.failures(data.runs, index, data.precheck, data.checker)
     out += sections.artefacts(index, index_path(Path(index.root)), data.tarball, data.checker)
     return "\n".join(out).rstrip() + "\n"
