@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flows.cli_common import err, guarded, out, shown
+from flows.cli_common import err, guarded, out, progress_bar, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
 
@@ -115,29 +114,14 @@ def run_command(campaign: CampaignArg = None,
         return
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
-    from flows import progress
     from flows.states import outcome_of
     from flows.submission import submission
 
-    total = len(ctx.plan.runs)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err) as bar:
-        job = bar.add_task(f"campaign {ctx.campaign.name}", total=total)
-
-        def advance(step: progress.Step) -> None:
-            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
-            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
-                              highlight=False)
-            bar.update(job, completed=step.done)
-
-        progress.listen(advance)
-        try:
-            # the flow run is Failed when a run failed; the outcome is its result either way
-            outcome = guarded(lambda: outcome_of(submission(
-                campaign_file=str(campaign) if campaign else None, track_history=history,
-                return_state=True)))
-        finally:
-            progress.unlisten(advance)
+    with progress_bar(f"campaign {ctx.campaign.name}", len(ctx.plan.runs)):
+        # the flow run is Failed when a run failed; the outcome is its result either way
+        outcome = guarded(lambda: outcome_of(submission(
+            campaign_file=str(campaign) if campaign else None, track_history=history,
+            return_state=True)))
     out.print(f"\n{outcome.passed} of {outcome.runs} runs passed.")
     for failure in outcome.failed:
         out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import typer
@@ -36,3 +37,28 @@ def plain(text: str) -> str:
 def shown(text: object) -> str:
     """text as rich prints it literally: files and targets decide what it says, not how."""
     return escape(plain(str(text)))
+
+
+@contextmanager
+def progress_bar(title: str, total: int) -> Iterator[None]:
+    """A bar on stderr for a campaign's runs, with a line per run as it ends (or waits), fed
+    by the flow's progress steps while the body runs."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from flows import progress
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        job = bar.add_task(title, total=total)
+
+        def advance(step: progress.Step) -> None:
+            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
+            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
+                              highlight=False)
+            bar.update(job, completed=step.done)
+
+        progress.listen(advance)
+        try:
+            yield
+        finally:
+            progress.unlisten(advance)

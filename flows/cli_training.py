@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench.campaign import Campaign
-from flows.cli_common import err, guarded, out, shown
+from flows.cli_common import guarded, out, progress_bar, shown
 
 
 def is_training(campaign: Path | None) -> bool:
@@ -21,7 +20,6 @@ def is_training(campaign: Path | None) -> bool:
 
 def run_training(campaign_file: Path, history: bool = False) -> None:
     """Run a training campaign end to end; exit 1 unless every run and the package passed."""
-    from flows import progress
     from flows.context import resolve_campaign
     from flows.states import training_outcome_of
     from flows.training import training
@@ -33,22 +31,9 @@ def run_training(campaign_file: Path, history: bool = False) -> None:
     for s in ctx.sets:
         out.print(f"{s.host}/{s.benchmark}: {len(s.runs)} runs as {s.official} "
                   f"(the ruleset asks {s.required})", highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err) as bar:
-        job = bar.add_task(f"training campaign {campaign.name}", total=total)
-
-        def advance(step: progress.Step) -> None:
-            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
-            bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
-                              highlight=False)
-            bar.update(job, completed=step.done)
-
-        progress.listen(advance)
-        try:
-            summary = guarded(lambda: training_outcome_of(training(
-                campaign_file=str(campaign_file), track_history=history, return_state=True)))
-        finally:
-            progress.unlisten(advance)
+    with progress_bar(f"training campaign {campaign.name}", total):
+        summary = guarded(lambda: training_outcome_of(training(
+            campaign_file=str(campaign_file), track_history=history, return_state=True)))
     out.print(f"\n{summary.passed} of {summary.runs} runs passed.")
     for failure in summary.failed:
         out.print(f"[red]failed:[/] {shown(failure)}", highlight=False)

@@ -21,6 +21,27 @@ from lab.transport import open_host
 DEFAULT_CAMPAIGN = Path(__file__).resolve().parent.parent / "campaigns" / "demo.yaml"
 
 
+class HostConnections:
+    """One open connection per host of an inventory, opened on first use, shared by threads."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._hosts: dict[str, Host] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Host:
+        with self._lock:
+            if name not in self._hosts:
+                self._hosts[name] = open_host(self.inventory.host(name))
+            return self._hosts[name]
+
+    def close(self) -> None:
+        with self._lock:
+            for host in self._hosts.values():
+                host.close()
+            self._hosts.clear()
+
+
 @dataclass
 class CampaignContext:
     """The loaded, validated inputs of one campaign run."""
@@ -33,8 +54,10 @@ class CampaignContext:
     store: RunStore
     # set when the campaign's flow run is cancelled: runs stop, nothing new starts
     cancelled: threading.Event = field(default_factory=threading.Event)
-    _hosts: dict[str, Host] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    connections: HostConnections = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.connections = HostConnections(self.inventory)
 
     @property
     def submitter(self) -> str:
@@ -47,16 +70,10 @@ class CampaignContext:
 
     def host(self, name: str) -> Host:
         """The open connection to a host of the inventory (opened on first use)."""
-        with self._lock:
-            if name not in self._hosts:
-                self._hosts[name] = open_host(self.inventory.host(name))
-            return self._hosts[name]
+        return self.connections.get(name)
 
     def close(self) -> None:
-        with self._lock:
-            for host in self._hosts.values():
-                host.close()
-            self._hosts.clear()
+        self.connections.close()
 
 
 def resolve_campaign(campaign_file: str | Path | None, campaign: Campaign | None) -> Campaign:

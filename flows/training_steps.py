@@ -26,6 +26,7 @@ from bench.training_verdict import log_path
 from collectors import cpu
 from collectors.describe import describe_host
 from collectors.training_system import training_system
+from flows.context import HostConnections
 from flows.steps import through_cuts
 from lab.config import Inventory, load_inventory
 from lab.docker import Engine
@@ -60,20 +61,17 @@ class TrainingContext:
     submitter: str
     sets: list[SetPlan] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
-    _hosts: dict[str, Host] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    connections: HostConnections = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.connections = HostConnections(self.inventory)
 
     def host(self, name: str) -> Host:
-        with self._lock:
-            if name not in self._hosts:
-                self._hosts[name] = open_host(self.inventory.host(name))
-            return self._hosts[name]
+        """The open connection to a host of the inventory (opened on first use)."""
+        return self.connections.get(name)
 
     def close(self) -> None:
-        with self._lock:
-            for host in self._hosts.values():
-                host.close()
-            self._hosts.clear()
+        self.connections.close()
 
     def runs_of(self, host: str) -> list[PlannedRun]:
         return [r for s in self.sets if s.host == host for r in s.runs]
