@@ -11,7 +11,9 @@ the official package checker passed.
 
 from __future__ import annotations
 
+from contextlib import ExitStack, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -49,7 +51,8 @@ def describe_task(ctx: steps.TrainingContext, host: str, images: dict[str, Any])
 
 @task(name="train", task_run_name="{planned.label}", **RETRY)  # type: ignore[call-overload]
 def train_task(ctx: steps.TrainingContext, planned: PlannedRun, images: dict[str, Any],
-               progress: CampaignProgress, holder: Holder) -> State[Any]:
+               progress: CampaignProgress, holder: Holder, hold_host: bool = True) -> State[Any]:
+    """One seeded run; it holds its host's slot unless its set holds the whole host."""
     logger = get_run_logger()
 
     def waiting(why: str) -> None:
@@ -57,8 +60,9 @@ def train_task(ctx: steps.TrainingContext, planned: PlannedRun, images: dict[str
         progress.waiting(planned.label, why)
 
     me = replace(holder, run=planned.label, run_s=planned.estimate_s)
+    slots = slot_names(planned.spec.host, None) if hold_host else []
     try:
-        with held(slot_names(planned.spec.host, None), me, waiting, ctx.cancelled):
+        with held(slots, me, waiting, ctx.cancelled) if slots else nullcontext():
             record = steps.run(ctx, planned, images)
     except RunCancelled as e:
         progress.finished(planned.label, "cancelled")
@@ -127,14 +131,23 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
                     len(s.runs), ctx.manifests[s.benchmark].ruleset, s.required, s.official)
     progress = CampaignProgress(total, f"Training runs of campaign {ctx.campaign.name}")
     futures: list[PrefectFuture[Any]] = []
-    for host in hosts:
-        previous: PrefectFuture[Any] | None = None
-        for planned in ctx.runs_of(host):
-            previous = train_task.submit(quote(ctx), planned, quote(images[host]),
-                                         quote(progress), quote(me),
-                                         wait_for=[allow_failure(previous)] if previous else [])
-            futures.append(previous)
-    wait(futures)
+    at_once = {h: ctx.inventory.host(h).training_runs_at_once for h in hosts}
+    with ExitStack() as whole_hosts:
+        for host in (h for h in hosts if at_once[h] > 1):  # its set holds the whole host
+            whole_hosts.enter_context(held(
+                slot_names(host, None), replace(me, run=f"{host}'s training set"),
+                partial(_log_wait, logger, host), ctx.cancelled))
+        for host in hosts:
+            runs = ctx.runs_of(host)
+            for lane in range(at_once[host]):  # each lane one run at a time, lanes side by side
+                previous: PrefectFuture[Any] | None = None
+                for planned in runs[lane::at_once[host]]:
+                    previous = train_task.submit(
+                        quote(ctx), planned, quote(images[host]), quote(progress), quote(me),
+                        hold_host=at_once[host] == 1,
+                        wait_for=[allow_failure(previous)] if previous else [])
+                    futures.append(previous)
+        wait(futures)
     feedbacks = [f.state.result(raise_on_failure=False) for f in futures]
     ended = [f for f in feedbacks if isinstance(f, steps.Feedback)]
     create_table_artifact([{"run": f.label, "verdict": f.line, "set": f.standing,
@@ -155,6 +168,10 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
         official_scores={f"{s}/{b}": v for (s, b), v in outcome.official.items()},
         package=str(outcome.org), package_passed=outcome.verdict.passed,
         package_errors=tuple(outcome.verdict.errors + outcome.missing), report=str(report))
+
+
+def _log_wait(logger: Any, host: str, why: str) -> None:
+    logger.info("%s: %s", host, why)
 
 
 def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]

@@ -143,6 +143,9 @@ class HostConfig(Strict):
     # time) before the host is given up for the campaign; its other hosts carry on
     outage_budget_s: float = Field(default=180.0, gt=0, le=86400, strict=True,
                                    allow_inf_nan=False)
+    # training runs (each with its own seed) the host holds at once: above 1 a training set
+    # holds the whole host for its duration; inference runs always run one at a time
+    training_runs_at_once: int = Field(default=1, ge=1, le=64, strict=True)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     native: NativeSettings = Field(default_factory=NativeSettings)
     limits: Limits = Field(default_factory=Limits)

@@ -187,6 +187,7 @@ def test_a_running_sampler_is_kept_on_reattachment() -> None:
     assert len(host.calls) == starts  # still running: not started twice
 
 
+@pytest.mark.slow  # seconds of real sampling
 def test_the_real_script_samples_this_machine(tmp_path: Path) -> None:
     """The sh loop on LocalHost beside a busy process: fields present, its CPU counted as the
     run's, the sampler's own cost recorded, and it ends by itself when the process ends."""
@@ -231,6 +232,7 @@ def with_trace(run: StoredRun, folder: Path, lines: list[str]) -> StoredRun:
     return StoredRun(record, folder)
 
 
+@pytest.mark.slow  # real LoadGen runs stand under the report
 def test_the_report_plots_traces_under_the_power_trace_and_lists_flagged_runs(
         tmp_path: Path, runs: list[StoredRun]) -> None:
     perf = [r for r in runs if r.spec.kind is RunKind.PERFORMANCE]
@@ -251,6 +253,7 @@ def test_the_report_plots_traces_under_the_power_trace_and_lists_flagged_runs(
     assert html.count('src="data:image/png;base64,') == len(names)  # telemetry.png inlined too
 
 
+@pytest.mark.slow  # real LoadGen runs stand under the report
 def test_no_trace_no_telemetry_section(runs: list[StoredRun]) -> None:
     assert telemetry_view.section(runs) == []
     assert telemetry_view.figures(runs) == {}

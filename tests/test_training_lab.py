@@ -93,3 +93,30 @@ def test_killed_mid_run_and_started_again_runs_every_seed_once(lab_dir: Path,
     assert sorted(int(a.spec.settings["seed"]) for a in finished) == sorted(kept)
     assert len(keys) == 10
     (tmp_path / "second-start.log").write_text(done.stdout)
+
+
+def test_a_host_that_holds_two_training_runs_at_once_runs_them_side_by_side(
+        prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+    """`training_runs_at_once: 2` on h2: its set holds the host, two runs at a time (never
+    three), and every seed still runs once and passes."""
+    import yaml
+
+    from flows.states import training_outcome_of
+    from flows.training import training
+
+    inventory = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
+    next(h for h in inventory["hosts"] if h["name"] == "h2")["training_runs_at_once"] = 2
+    hosts_yaml = tmp_path / "hosts.yaml"
+    hosts_yaml.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    path = write_training_campaign(tmp_path, "train-two-at-once", hosts_yaml, ["h2"])
+    outcome = training_outcome_of(training(campaign_file=str(path), return_state=True))
+    assert outcome.runs == 10 and outcome.passed == 10, outcome.failed
+    assert outcome.package_passed, outcome.package_errors
+    records = RunStore(load_campaign(path).paths.store).runs()
+    edges = sorted([(r.started_at, 1) for r in records] + [(r.finished_at, -1) for r in records],
+                   key=lambda edge: (edge[0], edge[1]))  # an end before a start at one instant
+    running, most = 0, 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    assert most == 2, most
