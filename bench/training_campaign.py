@@ -20,6 +20,7 @@ from bench.campaign import Campaign
 from bench.plan import PlannedRun
 from bench.run import RunKind, RunRecord, RunSpec, Scenario
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.training_manifest import TrainingManifest
 from bench.training_score import (
     FAILED,
@@ -159,9 +160,8 @@ def timed_runs(set_plan: SetPlan, store: RunStore) -> list[tuple[TimedRun, RunRe
         record = store.standing(planned.spec.key) or store.latest(planned.spec.key)
         if record is None or record.state not in ("finished", "failed"):
             continue
-        passed = record.verdict is not None and record.verdict.passed
         minutes = record.verdict.metrics.get("time_to_train_min") if record.verdict else None
-        time = minutes if passed and minutes is not None else FAILED
+        time = minutes if passed(record) and minutes is not None else FAILED
         found.append((TimedRun(planned.label, record.started_at, time), record))
     return found
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from bench.campaign import Campaign
+from bench.submitted import passed
 from flows.cli_common import guarded, out, progress_bar, shown
 
 
@@ -107,8 +108,7 @@ def status_training(campaign_file: Path) -> None:
             record = by_seed.get((s.host, s.benchmark, seed))
             state, detail = "pending", ""
             if record is not None:
-                passed = record.verdict is not None and record.verdict.passed
-                state = "done" if passed else record.state
+                state = "done" if passed(record) else record.state
                 detail = record.error or (record.verdict.reason if record.verdict else "")
             table.add_row(planned.label, str(seed), state, shown(detail))
     out.print(table)

@@ -24,6 +24,7 @@ from collectors.preflight import preflight as system_preflight
 from collectors.system_json import SystemDescription, write
 from flows.context import CampaignContext
 from flows.outcome import RunOutcome
+from lab.config import Inventory
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, ConnectionLost
 from lab.probe import probe
@@ -77,11 +78,12 @@ def check_power(ctx: CampaignContext) -> str | None:
     return "; ".join(notes) or None
 
 
-def controller_engine(ctx: CampaignContext) -> Engine:
-    """The engine images are built on before being shipped to hosts marked `provision: ship`."""
-    local = next((h for h in ctx.inventory.hosts if h.transport == "local"), None)
+def controller_engine(inventory: Inventory, inventory_file: Path) -> Engine:
+    """The engine images are built on before being shipped to hosts marked `provision: ship`
+    (inference and training campaigns alike)."""
+    local = next((h for h in inventory.hosts if h.transport == "local"), None)
     if local is None:
-        raise ConfigError(f"{ctx.campaign.inventory}: shipping images needs a host with "
+        raise ConfigError(f"{inventory_file}: shipping images needs a host with "
                           "`transport: local` (the controller) and its Docker engine.")
     return Engine(open_host(local), local.docker)
 
@@ -113,7 +115,8 @@ def _provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResul
         return {b.benchmark: provision_native(ctx.host(host), config,
                                               ctx.manifests[b.benchmark]) for b in benchmarks}
     engine = Engine(ctx.host(host), config.docker)
-    controller = controller_engine(ctx) if config.docker.provision == "ship" else None
+    controller = controller_engine(ctx.inventory, ctx.campaign.inventory) \
+        if config.docker.provision == "ship" else None
     images = {}
     for b in benchmarks:
         manifest = ctx.manifests[b.benchmark]

@@ -235,10 +235,10 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     hosts = ctx.plan.hosts()
     given_up: dict[str, str] = {}  # host -> why it was given up before its runs
     provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
-    images = _reachable(provisioned, given_up)
+    images = reachable(provisioned, given_up)
     steps.bind_images(ctx, images, loadgen)
     described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images}
-    descriptions = _reachable(described, given_up)
+    descriptions = reachable(described, given_up)
     hosts = [h for h in hosts if h not in given_up]
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
@@ -289,7 +289,7 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     return outcome
 
 
-def _reachable(futures: dict[str, PrefectFuture[T]], given_up: dict[str, str]
+def reachable(futures: dict[str, PrefectFuture[T]], given_up: dict[str, str]
                ) -> dict[str, T]:
     """The results of per-host tasks; a host given up (its outage budget spent) is noted in
     given_up instead, so the campaign goes on with the others. Any other failure is raised."""

@@ -34,7 +34,7 @@ from flows.holders import Holder
 from flows.outcome import TrainingOutcome
 from flows.progress import CampaignProgress
 from flows.slots import held, slot_names
-from flows.submission import RETRY
+from flows.submission import RETRY, reachable
 from lab.errors import HostUnreachable, RunCancelled
 from submission.history import plot_trends, record_training
 
@@ -120,10 +120,10 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
     hosts = [h.host for h in ctx.campaign.hosts]
     given_up: dict[str, str] = {}  # a host whose outage budget ran out: the others go on
     provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
-    images = _reachable(provisioned, given_up)
+    images = reachable(provisioned, given_up)
     steps.bind_images(ctx, images)
     described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images}
-    systems = _reachable(described, given_up)
+    systems = reachable(described, given_up)
     hosts = [h for h in hosts if h not in given_up]
     total = sum(len(s.runs) for s in ctx.sets)
     for s in ctx.sets:
@@ -172,19 +172,6 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
 
 def _log_wait(logger: Any, host: str, why: str) -> None:
     logger.info("%s: %s", host, why)
-
-
-def _reachable(futures: dict[str, PrefectFuture[Any]], given_up: dict[str, str]
-               ) -> dict[str, Any]:
-    """The results of per-host tasks; a host given up is noted in given_up instead."""
-    results = {}
-    for host, future in futures.items():
-        try:
-            results[host] = future.result()
-        except HostUnreachable as e:
-            get_run_logger().warning("host %s given up: %s", host, e)
-            given_up[host] = str(e)
-    return results
 
 
 def _track(ctx: steps.TrainingContext, summary: TrainingOutcome) -> None:

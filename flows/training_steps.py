@@ -19,6 +19,7 @@ from bench.plan import PlannedRun
 from bench.rules import RoundRules, load_rules
 from bench.run import Check, RunRecord
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.target import RunTarget
 from bench.training_campaign import SetPlan, plan_sets, refuse_native, standing, submitted_logs
 from bench.training_manifest import TrainingManifest, load_training_manifest
@@ -27,13 +28,12 @@ from collectors import cpu
 from collectors.describe import describe_host
 from collectors.training_system import training_system
 from flows.context import HostConnections
-from flows.steps import through_cuts
+from flows.steps import controller_engine, through_cuts
 from lab.config import Inventory, load_inventory
 from lab.docker import Engine
 from lab.errors import ConfigError
 from lab.host import Host
 from lab.provision import ProvisionResult, provision
-from lab.transport import open_host
 from submission.training_checker import (
     PackageVerdict,
     RcpStatus,
@@ -105,20 +105,13 @@ def provision_host(ctx: TrainingContext, host: str) -> dict[str, ProvisionResult
 
     def step() -> dict[str, ProvisionResult]:
         engine = Engine(ctx.host(host), config.docker)
-        controller = _controller(ctx) if config.docker.provision == "ship" else None
+        controller = controller_engine(ctx.inventory, ctx.campaign.inventory) \
+            if config.docker.provision == "ship" else None
         return {b.benchmark: provision(engine, ctx.manifests[b.benchmark].image_spec(),
                                        controller=controller)
                 for h in ctx.campaign.hosts if h.host == host for b in h.benchmarks}
 
     return through_cuts(step)
-
-
-def _controller(ctx: TrainingContext) -> Engine:
-    local = next((h for h in ctx.inventory.hosts if h.transport == "local"), None)
-    if local is None:
-        raise ConfigError(f"{ctx.campaign.inventory}: shipping images needs a host with "
-                          "`transport: local` (the controller) and its Docker engine.")
-    return Engine(open_host(local), local.docker)
 
 
 def bind_images(ctx: TrainingContext, images: dict[str, dict[str, ProvisionResult]]) -> None:
@@ -181,8 +174,8 @@ def feedback(ctx: TrainingContext, planned: PlannedRun, record: RunRecord) -> Fe
     manifest = ctx.manifests[set_plan.benchmark]
     rcp = rcp_status(logs, set_plan.official, manifest.ruleset, ctx.campaign.division,
                      set_plan.required)
-    passed = record.state == "finished" and verdict is not None and verdict.passed
-    return Feedback(planned.label, passed, line, standing(set_plan, ctx.store).describe(), rcp)
+    return Feedback(planned.label, passed(record), line,
+                    standing(set_plan, ctx.store).describe(), rcp)
 
 
 def _check(checks: list[Check], name: str) -> str:
