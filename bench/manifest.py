@@ -21,6 +21,7 @@ Natively, every such path in an argv is replaced by its folder, as is the run di
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -344,7 +345,10 @@ def load_manifest(name: str, images_dir: Path | None = None) -> Manifest:
 
         guess = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean '{guess[0]}'?" if guess else f"known: {', '.join(known) or 'none'}"
-        raise ConfigError(f"No benchmark '{name}': {path} does not exist ({hint}).")
+        where = (f" Benchmarks are read from $SUBRUN_IMAGES_DIR ({root}); unset it to use this "
+                 "checkout's images/." if images_dir is None and os.environ.get(
+                     "SUBRUN_IMAGES_DIR") else "")
+        raise ConfigError(f"No benchmark '{name}': {path} does not exist ({hint}).{where}")
     manifest = load_model(path, Manifest)
     if manifest.name != name:
         raise ConfigError(f"{path}: name: '{manifest.name}' must equal its folder name '{name}'.")

@@ -11,7 +11,7 @@ import pytest
 
 from bench.manifest import list_benchmarks, load_manifest
 from lab.config import Inventory
-from lab.errors import ImageError
+from lab.errors import ConfigError, ImageError
 from lab.images import build_context, content_tag, find_images_dir, wheel_platforms
 from lab.provision import ProvisionOptions, provision
 from lab.ship import saved_archive
@@ -62,6 +62,8 @@ def test_benchmarks_come_from_subrun_images_dir_when_set(tmp_path: Path,
     monkeypatch.setenv("SUBRUN_IMAGES_DIR", str(own))
     assert find_images_dir() == own and list_benchmarks() == ["digits"]
     assert load_manifest("digits").dataset_size == 4000
+    with pytest.raises(ConfigError, match=r"No benchmark 'resnet50'.*\$SUBRUN_IMAGES_DIR"):
+        load_manifest("resnet50")
     monkeypatch.delenv("SUBRUN_IMAGES_DIR")
     assert find_images_dir() == shipped and load_manifest("digits").dataset_size == 50000
 
