@@ -114,10 +114,17 @@ def _acquire(names: list[str], holder: Holder, on_wait: Callable[[str], None],
         busy = ensure_limits(names)
         if busy:
             message, who = waiting_for(busy)
-            if who != told:
+            if who != told and (told is None or _all_named(who)):
                 on_wait(message)
                 told = who
         (cancelled or threading.Event()).wait(POLL_S)
+
+
+def _all_named(who: tuple[object, ...]) -> bool:
+    """Whether every busy slot has a recorded holder. A slot between its holder's record and
+    its lease (just taken, or being let go) has none for a moment; that is not news once a
+    holder was named."""
+    return all(len(w) > 1 for w in who)  # type: ignore[arg-type]
 
 
 def _take(names: list[str], lease_holder: ConcurrencyLeaseHolder | None) -> UUID | None:
