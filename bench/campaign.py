@@ -89,6 +89,12 @@ class CampaignPaths:
         return self.root / "package-checks"
 
     @property
+    def tuning(self) -> Path:
+        """The output folder whose `tuning/` keeps what tuning learned (bench.tuning_record),
+        shared by every campaign that writes under output_dir."""
+        return self.output_dir
+
+    @property
     def history(self) -> Path:
         """The nightly history every campaign under output_dir appends to."""
         return self.output_dir / HISTORY_FILE
