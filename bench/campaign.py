@@ -90,9 +90,9 @@ class CampaignPaths:
 
     @property
     def tuning(self) -> Path:
-        """The output folder whose `tuning/` keeps what tuning learned (bench.tuning_record),
-        shared by every campaign that writes under output_dir."""
-        return self.output_dir
+        """What tuning learned (bench.tuning_record.TuningBook), shared by every campaign that
+        writes under output_dir."""
+        return self.output_dir / "tuning"
 
     @property
     def history(self) -> Path:

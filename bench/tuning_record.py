@@ -25,7 +25,6 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from bench.run import Scenario, Setting
 from lab.errors import ConfigError
 
-TUNING_DIR = "tuning"
 _write_lock = threading.Lock()
 
 
@@ -93,10 +92,11 @@ _records = TypeAdapter(list[TuningRecord])
 
 
 class TuningBook:
-    """The tuning records under one output folder, shared by every campaign that writes there."""
+    """The tuning records in one folder (`CampaignPaths.tuning`), shared by every campaign that
+    writes under the same output folder."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.root = Path(output_dir) / TUNING_DIR
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
 
     def path(self, host: str, benchmark: str, scenario: Scenario) -> Path:
         return self.root / host / benchmark / f"{scenario.value}.json"
