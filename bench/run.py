@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from bench.trace import TelemetrySummary
+from bench.trace_judge import TelemetrySummary
 
 RUN_MOUNT = "/subrun/run"
 OUTPUT_DIR = "output"
@@ -206,7 +206,7 @@ class RunRecord(BaseModel):
     settle_s: float = 0.0  # seconds the host was left idle before this attempt started
     reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
     references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against
-    telemetry: TelemetrySummary | None = None  # the sampler's trace, judged (bench.trace)
+    telemetry: TelemetrySummary | None = None  # the sampler's trace, judged (bench.trace_judge)
 
     @property
     def run(self) -> RunId:

@@ -17,7 +17,8 @@ from bench import sampler
 from bench.run import RunRecord
 from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
-from bench.trace import read_trace, summarize
+from bench.trace import read_trace
+from bench.trace_judge import summarize
 from lab.errors import SubrunError
 from lab.host import Detached
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import sampler  # noqa: E402  (after the path is set)
-from bench.trace import read_trace, summarize  # noqa: E402
+from bench.trace import read_trace  # noqa: E402
+from bench.trace_judge import summarize  # noqa: E402
 
 
 def cost(mode: str, seconds: int, work: Path) -> tuple[int, float]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bench.sampler import TRACE
-from bench.trace import points, read_trace
+from bench.trace import read_trace
+from bench.trace_judge import points
 from submission.inputs import StoredRun, latest_attempts
 from submission.plots import HostTrace, host_traces
 

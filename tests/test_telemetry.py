@@ -15,7 +15,8 @@ from bench import sampler
 from bench.run import Mode, RunKind, RunSpec, Scenario, Verdict
 from bench.store import RunStore
 from bench.telemetry import judge
-from bench.trace import MAX_LINE, parse_trace, read_trace, summarize
+from bench.trace import MAX_LINE, parse_trace, read_trace
+from bench.trace_judge import summarize
 from lab.local import LocalHost
 from submission import telemetry_view
 from submission.inputs import StoredRun
