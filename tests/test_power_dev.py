@@ -26,6 +26,7 @@ from power.powerdev import ServerPlan, server_conf, verify_checkout
 from power.service import launcher_script
 from testkit.official import POWER_DEV
 from tests.support.official_power import free_port, official_power_run
+from tests.support.power_tree import POWER_FILES, check_tree_with_official_power
 from tests.support.power_workload import loadgen_workload
 
 CHECKOUT = str(POWER_DEV) if POWER_DEV else None
@@ -72,8 +73,10 @@ def test_modified_checkout_is_refused(tmp_path: Path) -> None:
 
 
 @needs_checkout
-def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
-        tmp_path: Path, ptd_launcher: Path) -> None:
+def test_power_dev_drives_subruns_daemon_and_its_output_enters_the_tree_byte_for_byte(
+        tmp_path: Path, ptd_launcher: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One ranging + testing pass through power-dev (a minute of its fixed pauses), judged by
+    power-dev's check, then placed in a tree that the prechecks and the official checker read."""
     checkout = Path(str(CHECKOUT))
     work = tmp_path / "work"
     sut = LocalHost("local", str(work))
@@ -84,13 +87,7 @@ def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
     assert server is not None and not sut.poll_detached(server).running  # stopped again
     assert sut.poll_detached(server).exit_status == 0  # gracefully
     assert result.ptd_identity.startswith("YokogawaWT310E,") and "subrun" in result.ptd_identity
-
-    for folder, names in {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
-                                    "server.log"},
-                          "ranging": {"mlperf_log_detail.txt", "mlperf_log_summary.txt",
-                                      "spl.txt"},
-                          "run_1": {"mlperf_log_detail.txt", "mlperf_log_summary.txt",
-                                    "spl.txt"}}.items():
+    for folder, names in POWER_FILES.items():
         assert {p.name for p in (out / folder).iterdir()} == names, folder
     assert 30 < result.avg_power_w < 50  # power-dev sends no load hint: the idle profile
     assert not result.submittable and "subrun" in result.ptd_identity
@@ -101,6 +98,8 @@ def test_power_dev_drives_subruns_daemon_through_ranging_and_testing(
     assert failed == [line for line in failed if "Check PTD commands and replies" in line], report
     assert len(failed) == 1, report
     assert "1.11.1" in report  # the version check is the one that fails, on purpose
+
+    check_tree_with_official_power(out, tmp_path, tmp_path_factory)
 
 
 def test_relay_runs_the_workload_phases_in_order(tmp_path: Path) -> None:

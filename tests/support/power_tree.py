@@ -1,9 +1,6 @@
-"""A power result in the tree: power-dev's unmodified client and server drive subrun's daemon,
-and assembly places their output byte for byte (performance/power, ranging, run_1 with spl.txt).
-
-Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV); with SUBRUN_INFERENCE_REPO as well,
-the official checker runs on the tree. About 90 s.
-"""
+"""A power result in the tree: power-dev's output, stored as a power run's attempt, placed by
+assembly byte for byte (performance/power, ranging, run_1 with spl.txt), then read by the
+prechecks and the official submission checker."""
 
 from __future__ import annotations
 
@@ -20,12 +17,9 @@ from submission.assemble import TreeRequest, assemble
 from submission.checker import run_checker
 from submission.inputs import StoredRun, SystemInput
 from submission.precheck import precheck
-from testkit.official import INFERENCE, POWER_DEV
+from testkit.official import INFERENCE
 from testkit.submission_runs import SYSTEM, real_runs, runs_of, spec_for, tiny_benchmark
-from tests.support.official_power import official_power_run
-from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 
-CHECKOUT = str(POWER_DEV) if POWER_DEV else None
 RULES = load_rules("v6.1")
 POWER_FILES = {"power": {"client.json", "client.log", "ptd_logs.txt", "server.json",
                          "server.log"},
@@ -33,24 +27,18 @@ POWER_FILES = {"power": {"client.json", "client.log", "ptd_logs.txt", "server.js
                "run_1": {"mlperf_log_detail.txt", "mlperf_log_summary.txt", "spl.txt"}}
 
 
-def official_power_stored(tmp_path: Path, launcher: Path, store: RunStore) -> StoredRun:
-    out = tmp_path / "power" / "performance"
-    official_power_run(Path(str(CHECKOUT)), launcher, tmp_path / "work", out,
-                       analyzer="sim-tree", label="tree", lock_dir=tmp_path / "locks")
+def stored_power_run(out: Path, store: RunStore) -> StoredRun:
+    """power-dev's output folder as the attempt of an Offline power run."""
     spec = spec_for("Offline", "power", settings={"min_duration": 12000})
     verdict = judge_dir(spec, out / "run_1", RULES)
     record = store.add_attempt(spec, out, verdict=verdict, exit_status=0)
     return StoredRun(record, store.path(record.key, record.attempt))
 
 
-@pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout of "
-                    "mlcommons/power-dev to place an official power result in a tree")
-def test_official_power_output_enters_the_tree_byte_for_byte(
-        tmp_path: Path, ptd_launcher: Path,  # noqa: F811
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+def check_tree_with_official_power(out: Path, tmp_path: Path,
+                                   tmp_path_factory: pytest.TempPathFactory) -> None:
     store = real_runs(tmp_path_factory.getbasetemp() / "submission-runs")
-    power_store = RunStore(tmp_path / "power-store")
-    power = official_power_stored(tmp_path, ptd_launcher, power_store)
+    power = stored_power_run(out, RunStore(tmp_path / "power-store"))
     assert power.passed, power.record.verdict
     root = tmp_path / "tree"
     request = TreeRequest(root=root, division="closed", submitter="ACME", round="v6.1",
@@ -72,10 +60,8 @@ def test_official_power_output_enters_the_tree_byte_for_byte(
     report = precheck(root, RULES)
     assert not [f for f in report.findings if f.result.endswith("Offline")], report.summary()
 
-    repo = INFERENCE
-    if repo is None:
-        return
-    outcome = run_checker(root, repo, "v6.1", work_dir=tmp_path / "checker")
+    assert INFERENCE is not None, "the official inference checkout is missing"
+    outcome = run_checker(root, INFERENCE, "v6.1", work_dir=tmp_path / "checker")
     assert not outcome.crashed, outcome.traceback
     offline_errors = outcome.errors_for("tinybox/resnet/Offline")
     # the file sets and the power metric pass; power-dev's check refuses our daemon's identity
