@@ -188,6 +188,9 @@ class Campaign(Strict):
     # track: subrun's own daemon, never submittable; true: official in submission mode, else track
     power: bool | Literal["official", "track"] = False
     max_reruns: Annotated[StrictInt, Field(ge=0, le=10)] = 2  # automatic re-runs of an INVALID run
+    # a dry run with a stand-in model: results whose only fault is accuracy below the target
+    # enter the tree, where the official checker names it; by default they are left out
+    accuracy_misses_in_tree: bool = False
     output_dir: Path = DEFAULT_OUTPUT
     inference_repo: Path | None = None  # a checkout of mlcommons/inference: run its checker
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path

@@ -16,6 +16,7 @@ from bench.loadgen_log import DetailLog
 from bench.rerun import positive, rerun_settings
 from bench.rules import ModelRules, RoundRules, round_of_seeds
 from bench.run import Check, Mode, RunKind, RunSpec, Scenario, Setting
+from bench.submitted import ACCURACY_CHECK, ACCURACY_MISS
 
 MULTIPLE_CONF = "Multiple conf files"
 PERFORMANCE_KINDS = (RunKind.PERFORMANCE, RunKind.POWER, RunKind.TEST01, RunKind.TEST04,
@@ -240,8 +241,8 @@ def accuracy(ctx: Context) -> list[CheckResult]:
 def _accuracy_finding(results: list[MetricResult]) -> CheckResult:
     text = "; ".join(r.describe() for r in results)
     if all(r.ok for r in results):
-        return _ok("accuracy", text or "no target metrics")
-    return _fail("accuracy", f"accuracy below target: {text}", "Compare the model, its "
+        return _ok(ACCURACY_CHECK, text or "no target metrics")
+    return _fail(ACCURACY_CHECK, f"{ACCURACY_MISS}: {text}", "Compare the model, its "
                  "quantization and pre/post-processing with the reference implementation.")
 
 

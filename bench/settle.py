@@ -142,7 +142,7 @@ class TargetSet:
 
     def references(self) -> dict[RunKind, RunRecord]:
         """The standing performance and accuracy attempts a test is verified against."""
-        found = {k: self.store.standing(self.planned[k].spec.key)
+        found = {k: self.store.reference(self.planned[k].spec.key)
                  for k in (RunKind.PERFORMANCE, RunKind.ACCURACY) if k in self.planned}
         return {k: r for k, r in found.items() if r is not None}
 

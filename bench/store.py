@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bench.run import RunRecord, RunSpec, RunState
-from bench.submitted import standing
+from bench.submitted import reference, standing
 from lab.errors import RunError
 
 RUN_JSON = "run.json"
@@ -136,6 +136,10 @@ class RunStore:
         """The attempt that stands for the run (bench.submitted): its best passing performance
         measurement, or the latest passing attempt of any other kind; None when none passed."""
         return standing(self.attempts(key))
+
+    def reference(self, key: str) -> RunRecord | None:
+        """The attempt compliance tests are verified against (bench.submitted.reference)."""
+        return reference(self.attempts(key))
 
     def keys(self) -> list[str]:
         """Keys of every run in the store."""

@@ -5,6 +5,11 @@ was the outlier; submitters then keep the better valid measurement, so the stand
 performance run is its best passing one (highest throughput, lowest latency). Every other run
 stands on its latest passing attempt. One rule, in one place, so that the attempt a compliance
 test was verified against is the attempt the tree shows.
+
+An accuracy run whose only fault is the model's score (below the round's target) still has sound
+logs: compliance tests are verified against it (TEST01 compares logged samples, not the score),
+and a dry run with a stand-in model may place it in the tree, where the official checker names
+the accuracy as the result's error.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import TypeGuard
 from bench.run import RunKind, RunRecord, RunState, Scenario
 
 LATENCY_SCENARIOS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
+ACCURACY_CHECK = "accuracy"
+ACCURACY_MISS = "accuracy below target"  # how a failed accuracy check's detail starts
 
 
 def passed(record: RunRecord | None) -> TypeGuard[RunRecord]:
@@ -42,6 +49,29 @@ def standing(attempts: Iterable[RunRecord]) -> RunRecord | None:
     if passing[0].spec.kind is not RunKind.PERFORMANCE:
         return max(passing, key=_order)
     return max(passing, key=lambda a: (rate(a) or float("-inf"), _order(a)))
+
+
+def missed_only_accuracy(record: RunRecord | None) -> bool:
+    """Finished and judged, and nothing wrong but the model's score: every failed check is the
+    accuracy target."""
+    if record is None or record.state != RunState.FINISHED or record.verdict is None \
+            or record.verdict.passed:
+        return False
+    failed = [c for c in record.verdict.checks if not c.ok]
+    return bool(failed) and all(c.name == ACCURACY_CHECK and c.detail.startswith(ACCURACY_MISS)
+                                for c in failed)
+
+
+def reference(attempts: Iterable[RunRecord]) -> RunRecord | None:
+    """The attempt whose logs stand for its run where only sound logs matter (compliance
+    references; a stand-in model's tree): the standing one, or for an accuracy run none of
+    whose attempts passed, its latest attempt that missed only the accuracy target."""
+    attempts = list(attempts)
+    found = standing(attempts)
+    if found is not None or not attempts or attempts[0].spec.kind is not RunKind.ACCURACY:
+        return found
+    misses = [a for a in attempts if missed_only_accuracy(a)]
+    return max(misses, key=_order) if misses else None
 
 
 def _order(record: RunRecord) -> tuple[str, int]:

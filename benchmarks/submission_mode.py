@@ -57,6 +57,7 @@ def campaign_yaml(name: str, benchmark: str, host: str, mode: str, inventory: Pa
         f"name: {name}", "round: v6.1", f"division: {DIVISION[benchmark]}", f"mode: {mode}",
         "accuracy: true", "compliance: true", "power: false", "max_reruns: 3",
         f"inventory: {inventory}", f"output_dir: {out}",
+        f"accuracy_misses_in_tree: {'true' if benchmark == 'resnet50' else 'false'}",
         "hosts:", f"  - host: {host}", "    benchmarks:", f"      - benchmark: {benchmark}",
         f"        scenarios: {SCENARIOS[benchmark]}", ""])
 

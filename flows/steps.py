@@ -217,11 +217,11 @@ def cancel_runs(ctx: CampaignContext) -> list[RunRecord]:
 
 
 def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunRecord]:
-    """The standing attempts of the runs a compliance test is compared with."""
+    """The attempts a compliance test is compared with (bench.submitted.reference)."""
     found = {}
     for other in ctx.plan.for_host(planned.spec.host):
         if other.label in planned.after:
-            record = ctx.store.standing(other.spec.key)
+            record = ctx.store.reference(other.spec.key)
             if record is not None:
                 found[other.spec.kind] = record
     return found

@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bench.run import RunId, RunRecord, RunSpec
-from bench.submitted import passed, standing
+from bench.submitted import passed, reference, standing
 
 
 @dataclass(frozen=True)
@@ -79,17 +79,20 @@ class BenchmarkInput:
     command: Callable[[RunSpec], str] | None = None  # the exact command line that ran a spec
 
 
-def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True) -> list[StoredRun]:
+def latest_attempts(runs: Iterable[StoredRun], *, passing_only: bool = True,
+                    accuracy_misses: bool = False) -> list[StoredRun]:
     """The standing attempt of each run (bench.submitted: a performance run's best passing
     measurement, any other run's latest passing attempt), or with passing_only=False the latest
-    attempt whatever its verdict; in a stable order."""
+    attempt whatever its verdict; in a stable order. With accuracy_misses, an accuracy run that
+    missed only its target stands on that attempt (bench.submitted.reference)."""
     groups: dict[RunId, list[StoredRun]] = {}
     for run in runs:
         groups.setdefault(run.spec.run, []).append(run)
     chosen: dict[RunId, StoredRun] = {}
     for label, group in groups.items():
         if passing_only:
-            record = standing(r.record for r in group)
+            pick = reference if accuracy_misses else standing
+            record = pick(r.record for r in group)
             if record is not None:
                 chosen[label] = next(r for r in group if r.record is record)
         else:

@@ -59,7 +59,8 @@ def tree_request(campaign: Campaign, rules: RoundRules, submitter: str) -> TreeR
         return [kind.value for kind in (rules.model(model).compliance or ())]
 
     return TreeRequest(root=campaign.paths.tree, division=campaign.division, submitter=submitter,
-                       round=rules.round, style=Style(rules.layout), required_tests=tests)
+                       round=rules.round, style=Style(rules.layout), required_tests=tests,
+                       accuracy_misses=campaign.accuracy_misses_in_tree)
 
 
 def system_input(host: str, system: Mapping[str, Any], system_id: str | None = None,
