@@ -145,6 +145,8 @@ def run_command(campaign: CampaignArg = None,
     else:
         out.print("No result passed every run it needs, so no submission tree was assembled.")
     out.print(f"Report: {outcome.report}\nPrechecks: {outcome.precheck}")
+    for host in outcome.host_times:
+        out.print(f"Estimate vs actual: {shown(host.line())}", highlight=False)
     if outcome.failed or outcome.not_run:
         raise typer.Exit(1)
 
