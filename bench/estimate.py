@@ -13,7 +13,7 @@ host from the store where it can be, else a constant.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bench.evidence import Evidence
 from bench.manifest import Manifest
@@ -50,7 +50,12 @@ def estimate_run(spec: RunSpec, manifest: Manifest, rules: RoundRules,
         own.samples_per_s else evidence.figures(spec, Scenario.OFFLINE)
     load = Load(spec.scenario, spec_targets(spec), own, offline)
     if spec.kind is RunKind.ACCURACY:
-        run_s, note, used = load.accuracy_s(manifest.dataset_size)
+        load = replace(load, accuracy=evidence.accuracy_rate(spec))
+        override = spec.settings.get(f"*.{spec.scenario.loadgen}.accuracy_sample_count_override")
+        samples = manifest.dataset_size
+        if isinstance(override, int) and 0 < override < samples:
+            samples = override
+        run_s, note, used = load.accuracy_s(samples)
     else:
         run_s, note, used = load.run_s(*minimums(spec, rules, manifest))
     overhead = evidence.overhead_s(spec)
@@ -100,6 +105,7 @@ class Load:
     targets: PerfTargets
     measured: Measured | None = None  # this scenario's figures
     offline: Measured | None = None  # the host's Offline throughput, the ceiling of Server
+    accuracy: Measured | None = None  # the rate of this scenario's last accuracy run
 
     def run_s(self, min_duration_s: float, min_queries: int) -> Timed:
         """Seconds one performance-mode run lasts, what the figure rests on, and which
@@ -111,14 +117,19 @@ class Load:
         return self._server_s(min_duration_s, min_queries)
 
     def accuracy_s(self, dataset_size: int) -> Timed:
-        """Seconds an accuracy run lasts: every sample of the dataset once."""
+        """Seconds an accuracy run lasts: every sample of the dataset once. An accuracy run of
+        the scenario says it best; else a stream scenario's queries one after another at its
+        latency, an Offline or Server one at the measured rate."""
         per_query = 8 if self.scenario is Scenario.MULTI_STREAM else 1
-        for figures in (self.measured, self.offline):
-            if figures and figures.samples_per_s:
-                return dataset_size / figures.samples_per_s, _by(figures), figures
-        if self.measured and self.measured.latency_s:
+        if self.accuracy and self.accuracy.samples_per_s:
+            return dataset_size / self.accuracy.samples_per_s, _by(self.accuracy), self.accuracy
+        stream = self.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
+        if stream and self.measured and self.measured.latency_s:
             return dataset_size / per_query * self.measured.latency_s, _by(self.measured), \
                 self.measured
+        for figures in (self.measured, None if stream else self.offline):
+            if figures and figures.samples_per_s:
+                return dataset_size / figures.samples_per_s, _by(figures), figures
         rate, note = self._target_rate()
         return dataset_size / (rate * per_query), note, None
 

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.measured import Basis, ImageKey, Measured, MeasuredKey, measured_by_image
+from bench.measured import (
+    Basis,
+    ImageKey,
+    Measured,
+    MeasuredKey,
+    accuracy_by_image,
+    measured_by_image,
+)
 from bench.overhead import Overhead, overheads_in
 from bench.run import RunSpec, Scenario
 from bench.store import RunStore
@@ -35,6 +42,7 @@ class Evidence:
     tuning: TuningBook | None = None
     overheads: Mapping[str, Overhead] = field(default_factory=dict)  # host -> measured
     settle_s: Mapping[str, float] = field(default_factory=dict)  # host -> hosts.yaml settle_s
+    accuracy: Mapping[ImageKey, Measured] = field(default_factory=dict)  # accuracy runs' rates
 
     @classmethod
     def of_latest(cls, latest: Mapping[MeasuredKey, Measured]) -> Evidence:
@@ -63,8 +71,15 @@ class Evidence:
         return tuned_figures(done[-1], f"; the image digest is unknown at plan time: used if "
                                        f"image {image} is still the one provisioned")
 
-    def _measured(self, spec: RunSpec, scenario: Scenario) -> Measured | None:
-        mine = [(k, m) for k, m in self.by_image.items()
+    def accuracy_rate(self, spec: RunSpec) -> Measured | None:
+        """The rate the last accuracy run of the host, benchmark and scenario reached (the same
+        image's where there is one), or None."""
+        return self._measured(spec, spec.scenario, self.accuracy)
+
+    def _measured(self, spec: RunSpec, scenario: Scenario,
+                  known: Mapping[ImageKey, Measured] | None = None) -> Measured | None:
+        known = self.by_image if known is None else known
+        mine = [(k, m) for k, m in known.items()
                 if k[:3] == (spec.host, spec.benchmark, scenario)]
         if not mine:
             return None
@@ -106,4 +121,5 @@ def gather(output_dir: Path, own_store: Path, settle_s: Mapping[str, float],
                                 if p.resolve() != Path(own_store).resolve())]
     stores = [RunStore(p) for p in roots if p.is_dir()]
     book = TuningBook(tuning) if tuning is not None else None
-    return Evidence(measured_by_image(stores), book, overheads_in(stores), dict(settle_s))
+    return Evidence(measured_by_image(stores), book, overheads_in(stores), dict(settle_s),
+                    accuracy_by_image(stores))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from bench.overhead import accuracy_samples, loadgen_span_s
 from bench.run import RunKind, RunRecord, RunState, Scenario
 from bench.store import RunStore
 
@@ -67,6 +68,27 @@ def measured_runs(stores: Iterable[RunStore]) -> list[tuple[RunRecord, Measured]
             if first is not None:
                 found.append(first)
     return found
+
+
+def accuracy_by_image(stores: Iterable[RunStore]) -> dict[ImageKey, Measured]:
+    """The rate of the latest finished accuracy run per host x benchmark x scenario x image:
+    an accuracy run logs every response, so it is slower than the performance run's rate."""
+    found = []
+    for store in stores:
+        run_keys = store.keys()
+        for run_key in run_keys:
+            for record in reversed(store.attempts(run_key)):
+                if record.spec.kind is not RunKind.ACCURACY or record.state != RunState.FINISHED:
+                    continue
+                span_s, samples = loadgen_span_s(record, store), accuracy_samples(record, store)
+                if span_s and samples:
+                    found.append((record, Measured(
+                        samples / span_s, None, f"{record.spec.label} of "
+                        f"{record.started_at:%Y-%m-%d %H:%M} ({samples} samples in "
+                        f"{span_s:.1f} s)", image_digest=record.spec.image_digest,
+                        at=record.started_at)))
+                    break
+    return _latest(found, by_image=True)
 
 
 def _latest(runs: list[tuple[RunRecord, Measured]], *, by_image: bool

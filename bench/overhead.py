@@ -23,6 +23,7 @@ from bench.store import RunStore
 DETAIL = "mlperf_log_detail.txt"
 TAIL_BYTES = 16384
 TIME_MS = re.compile(rb'"time_ms":\s*([0-9]+(?:\.[0-9]+)?)')
+ACCURACY_COUNT = re.compile(rb'"key":\s*"effective_accuracy_sample_count",\s*"value":\s*([0-9]+)')
 MAX_GAP_S = 30.0  # a longer gap is another campaign start, not a hand-off
 LATEST = 40  # attempts per host read for the figures: recent ones tell the host as it is
 SKIPPED = (RunKind.POWER, RunKind.TRAINING)  # wrapped in their own sessions: constants apply
@@ -81,15 +82,26 @@ def _overhead(attempts: list[tuple[RunRecord, RunStore]]) -> Overhead:
 def loadgen_span_s(record: RunRecord, store: RunStore) -> float | None:
     """LoadGen's own run time: the last timestamp of the attempt's detail log (LoadGen counts
     from its start), read from the file's end only."""
+    stamps = [float(m) for m in TIME_MS.findall(_detail_bytes(record, store, tail=True))]
+    return max(stamps) / 1000 if stamps else None
+
+
+def accuracy_samples(record: RunRecord, store: RunStore) -> int | None:
+    """How many samples an accuracy run issued (its detail log's effective count, near the
+    file's start)."""
+    found = ACCURACY_COUNT.search(_detail_bytes(record, store, tail=False))
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
+
+
+def _detail_bytes(record: RunRecord, store: RunStore, *, tail: bool) -> bytes:
     names = sorted((n for n in record.files if n.endswith(DETAIL)), key=lambda n: n.count("/"))
     if not names:
-        return None
+        return b""
     path = store.path(record.key, record.attempt) / names[0]
     try:
         with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - TAIL_BYTES))
-            tail = f.read()
+            if tail:
+                f.seek(max(0, path.stat().st_size - TAIL_BYTES))
+            return f.read(TAIL_BYTES)
     except OSError:
-        return None
-    stamps = [float(m) for m in TIME_MS.findall(tail)]
-    return max(stamps) / 1000 if stamps else None
+        return b""
