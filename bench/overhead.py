@@ -22,6 +22,7 @@ from bench.store import RunStore
 
 DETAIL = "mlperf_log_detail.txt"
 TAIL_BYTES = 16384
+HEAD_BYTES = 1 << 17  # the settings come after LoadGen's build lines (its git log among them)
 TIME_MS = re.compile(rb'"time_ms":\s*([0-9]+(?:\.[0-9]+)?)')
 ACCURACY_COUNT = re.compile(rb'"key":\s*"effective_accuracy_sample_count",\s*"value":\s*([0-9]+)')
 MAX_GAP_S = 30.0  # a longer gap is another campaign start, not a hand-off
@@ -102,6 +103,6 @@ def _detail_bytes(record: RunRecord, store: RunStore, *, tail: bool) -> bytes:
         with path.open("rb") as f:
             if tail:
                 f.seek(max(0, path.stat().st_size - TAIL_BYTES))
-            return f.read(TAIL_BYTES)
+            return f.read(TAIL_BYTES if tail else HEAD_BYTES)
     except OSError:
         return b""

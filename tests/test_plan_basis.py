@@ -47,13 +47,15 @@ def planned(evidence: Evidence, image: str | None = IMAGE_A, **update: object) -
 
 def store_run(store: RunStore, spec: RunSpec, *, rate: float | None = None,
               started: datetime = T0, wall_s: float = 10.0, settle_s: float = 0.0,
-              detail_ms: float | None = None) -> None:
+              detail_ms: float | None = None, samples: int = 0) -> None:
     """A finished attempt of spec in store, measuring rate, lasting wall_s."""
     record = store.start_attempt(spec, started_at=started)
     if detail_ms is not None:  # collected as a run leaves it
         collected = store.root.parent / f"collected-{record.key}-{record.attempt}"
         (collected / "output").mkdir(parents=True)
         (collected / "output" / "mlperf_log_detail.txt").write_text(
+            f':::MLLOG {{"key": "loadgen_git_log_message", "value": "{"x" * 20000}"}}\n'
+            f':::MLLOG {{"key": "effective_accuracy_sample_count", "value": {samples}}}\n'
             f':::MLLOG {{"key": "power_end", "time_ms": {detail_ms}}}\n')
         store.add_files(record.key, record.attempt, collected)
     store.update(record.key, record.attempt, state=RunState.FINISHED, settle_s=settle_s,
@@ -161,6 +163,19 @@ def test_overheads_come_from_the_store_when_it_has_them(tmp_path: Path) -> None:
     (run,) = planned(gather(tmp_path / "out", store.root, {"a": 0.5})).runs
     samples = 1.1 * 12000 * RULES.min_duration_ms / 1000
     assert run.estimate_s == pytest.approx(samples / 6000 + 6.0 + 0.5)
+
+
+def test_an_accuracy_run_is_estimated_from_the_last_accuracy_runs_rate(tmp_path: Path) -> None:
+    """An accuracy run logs every response: its own rate, not the performance run's, counts."""
+    store = RunStore(tmp_path / "out" / "c" / "store")
+    perf, accuracy = planned(Evidence(), accuracy=True).runs
+    store_run(store, perf.spec, rate=6000)
+    store_run(store, accuracy.spec, started=T0 + timedelta(seconds=10), wall_s=30.0,
+              detail_ms=25000.0, samples=50000)  # 2000 samples/s
+    _, estimated = planned(gather(tmp_path / "out", store.root, {}), accuracy=True).runs
+    assert estimated.basis is Basis.MEASURED
+    assert "a/digits/Offline/accuracy" in estimated.assumption
+    assert estimated.estimate_s == pytest.approx(50000 / 2000 + 5.0)  # its measured overhead
 
 
 def test_the_report_compares_the_kept_plan_with_the_store(tmp_path: Path) -> None:
