@@ -89,6 +89,12 @@ class CampaignPaths:
         return self.root / "package-checks"
 
     @property
+    def plan(self) -> Path:
+        """The estimates the campaign ran with (bench.plan_record), for the report's estimate
+        vs actual."""
+        return self.root / "plan.json"
+
+    @property
     def tuning(self) -> Path:
         """What tuning learned (bench.tuning_record.TuningBook), shared by every campaign that
         writes under output_dir."""

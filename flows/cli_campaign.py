@@ -42,7 +42,13 @@ def _load(campaign: Path | None) -> CampaignContext:
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
     from flows.cli_training import is_training, plan_training
-    from flows.plan_view import analyzer_notes, duration, wait_notes, wall_time_s
+    from flows.plan_view import (
+        analyzer_notes,
+        basis_summary,
+        duration,
+        wait_notes,
+        wall_time_s,
+    )
 
     if campaign is not None and is_training(campaign):  # `kind: training` in the file
         plan_training(campaign)
@@ -53,11 +59,13 @@ def plan_command(campaign: CampaignArg = None) -> None:
     for host in plan.hosts():
         table = Table(title=f"{host}: {len(plan.for_host(host))} runs, about "
                             f"{duration(plan.host_estimate_s(host))}")
-        for column in ("benchmark", "scenario", "run", "estimate"):
+        for column in ("benchmark", "scenario", "run", "estimate", "basis"):
             table.add_column(column)
         for run in plan.for_host(host):
+            basis = run.basis.value
             table.add_row(run.spec.benchmark, run.spec.scenario.value, run.spec.kind.value,
-                          duration(run.estimate_s))
+                          duration(run.estimate_s),
+                          f"[yellow]{basis}[/]" if basis == "default" else basis)
         out.print(table)
     c = ctx.campaign
     held = _held_by_others(ctx)
@@ -66,6 +74,7 @@ def plan_command(campaign: CampaignArg = None) -> None:
               f"round {c.round}, {c.division} division, {c.mode.value} mode"
               f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
               f"{duration(wall_time_s(plan, waits))} (hosts in parallel).")
+    out.print(basis_summary(plan), highlight=False)
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     for note in wait_notes(held):
@@ -136,6 +145,8 @@ def run_command(campaign: CampaignArg = None,
     else:
         out.print("No result passed every run it needs, so no submission tree was assembled.")
     out.print(f"Report: {outcome.report}\nPrechecks: {outcome.precheck}")
+    for host in outcome.host_times:
+        out.print(f"Estimate vs actual: {shown(host.line())}", highlight=False)
     if outcome.failed or outcome.not_run:
         raise typer.Exit(1)
 

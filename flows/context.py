@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.campaign import Campaign, load_campaign
+from bench.evidence import Evidence, gather
 from bench.manifest import Manifest, load_manifest
-from bench.measured import measured_in
 from bench.plan import Plan, make_plan
 from bench.rules import RoundRules, load_rules
 from bench.store import RunStore
@@ -52,6 +52,7 @@ class CampaignContext:
     manifests: dict[str, Manifest]
     plan: Plan
     store: RunStore
+    evidence: Evidence = field(default_factory=Evidence)  # what the plan's estimates rest on
     # set when the campaign's flow run is cancelled: runs stop, nothing new starts
     cancelled: threading.Event = field(default_factory=threading.Event)
     connections: HostConnections = field(init=False)
@@ -94,8 +95,17 @@ def load_context(campaign: Campaign) -> CampaignContext:
     names = {b.benchmark for h in campaign.hosts for b in h.benchmarks}
     manifests = {name: load_manifest(name) for name in sorted(names)}
     store = RunStore(campaign.paths.store)
-    plan = make_plan(campaign, manifests, rules, measured_in(store))
-    return CampaignContext(campaign, inventory, rules, manifests, plan, store)
+    evidence = evidence_for(campaign, inventory)
+    plan = make_plan(campaign, manifests, rules, evidence)
+    return CampaignContext(campaign, inventory, rules, manifests, plan, store, evidence)
+
+
+def evidence_for(campaign: Campaign, inventory: Inventory) -> Evidence:
+    """What the estimates rest on: every store and tuning record under the campaign's output
+    folder, and each host's settle time."""
+    paths = campaign.paths
+    return gather(paths.output_dir, paths.store, {h.name: h.settle_s for h in inventory.hosts},
+                  paths.tuning)
 
 
 def _require_analyzer(inventory: Inventory, campaign: Campaign, host: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bench.plan_record import HostActual
 from bench.run import RunRecord, RunState
 from bench.submitted import passed
 
@@ -51,6 +52,7 @@ class CampaignOutcome:
     report: str = ""  # report.html
     precheck: str = ""  # the prechecks' one-line summary
     tarball: str | None = None  # None: no result made it into a tree
+    host_times: tuple[HostActual, ...] = ()  # estimated vs actual wall time per host
 
     @property
     def all_passed(self) -> bool:

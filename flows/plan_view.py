@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol
 
+from bench.measured import Basis
 from bench.plan import Plan
 from bench.run import RunKind
 from lab.config import Inventory
@@ -48,6 +50,22 @@ def analyzer_notes(plan: Plan, inventory: Inventory) -> list[str]:
     return notes
 
 
+def basis_summary(plan: Plan) -> str:
+    """How many estimates rest on what: a `default` one is a guess (no tuning record, no run of
+    that host in the store), and whether the image digests were known."""
+    counts = Counter(r.basis.value for r in plan.runs)
+    parts = ", ".join(f"{counts[b.value]} {b.value}" for b in Basis if counts[b.value])
+    line = f"Estimates: {parts}."
+    defaults = plan.defaults()
+    if defaults:
+        line += (f" {len(defaults)} of {len(plan.runs)} rest on defaults (the targets taken at "
+                 "their word, nothing measured on the host yet): guesses.")
+    if plan.runs and not any(r.spec.image_digest for r in plan.runs):
+        line += (" Image digests are unknown until the images are provisioned: the campaign "
+                 "estimates again with them before its first run.")
+    return line
+
+
 def wall_time_s(plan: Plan, waits_s: Mapping[str, float] | None = None) -> float:
     """The busiest host's estimate, each host's with the wait for another campaign holding it."""
     waits = waits_s or {}
@@ -72,10 +90,11 @@ def plan_markdown(plan: Plan, notes: list[str] | None = None,
              + (" (not submittable)" if c.mode.value == "short" else "") + ".", ""]
     for host in plan.hosts():
         lines += [f"## {host}: {duration(plan.host_estimate_s(host))}", "",
-                  "| benchmark | scenario | run | estimate |", "|---|---|---|---|"]
+                  "| benchmark | scenario | run | estimate | basis |", "|---|---|---|---|---|"]
         lines += [f"| {r.spec.benchmark} | {r.spec.scenario.value} | {r.spec.kind.value} | "
-                  f"{duration(r.estimate_s)} |" for r in plan.for_host(host)]
+                  f"{duration(r.estimate_s)} | {r.basis.value} |" for r in plan.for_host(host)]
         lines.append("")
+    lines += [basis_summary(plan), ""]
     found = sorted({r.assumption for r in plan.runs if r.assumption}) + (notes or [])
     lines += [f"- {note}" for note in found]
     return "\n".join(lines) + "\n"

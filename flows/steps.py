@@ -16,6 +16,7 @@ from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
+from bench.plan_record import Comparison, compare, read_plan, write_plan
 from bench.run import Mode, RunKind, RunRecord
 from bench.settle import TargetSet, settle
 from bench.target import RunTarget
@@ -128,10 +129,13 @@ def _provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResul
 
 def bind_images(ctx: CampaignContext, images: Mapping[str, Mapping[str, ProvisionResult]],
                 loadgen_version: str) -> None:
-    """Fix every run's image digest and LoadGen build: the final run keys."""
+    """Fix every run's image digest and LoadGen build: the final run keys, and the estimates
+    from the tuning records of exactly these images; the plan is kept for the report."""
     digests = {(host, bench): result.image_id
                for host, per_host in images.items() for bench, result in per_host.items()}
-    ctx.plan = ctx.plan.with_images(digests, loadgen_version)
+    ctx.plan = ctx.plan.with_images(digests, loadgen_version).reestimated(
+        ctx.manifests, ctx.rules, ctx.evidence)
+    write_plan(ctx.plan, ctx.campaign.paths.plan)
 
 
 def describe(ctx: CampaignContext, host: str,
@@ -263,10 +267,18 @@ def package(ctx: CampaignContext) -> Tarball | None:
 
 
 def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
-           checker: CheckerOutcome | None, tarball: Tarball | None) -> ReportFiles:
-    """report.md and report.html for the campaign."""
+           checker: CheckerOutcome | None, tarball: Tarball | None,
+           compared: Comparison | None = None) -> ReportFiles:
+    """report.md and report.html for the campaign (estimate vs actual: `compared`, else read
+    from the kept plan)."""
     data = ReportInput(title=f"subrun campaign '{ctx.campaign.name}'",
                        mode=ctx.campaign.mode.value, index=index,
                        runs=stored_runs(ctx.store), precheck=checks, checker=checker,
-                       tarball=tarball)
+                       tarball=tarball, estimates=compared or estimates(ctx))
     return write_report(data, ctx.campaign.paths.report)
+
+
+def estimates(ctx: CampaignContext) -> Comparison | None:
+    """The kept plan's estimates against the store's attempts (None before any plan was kept)."""
+    kept = read_plan(ctx.campaign.paths.plan)
+    return compare(kept, ctx.store) if kept is not None else None

@@ -272,7 +272,8 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     checks = steps.check_tree(ctx, index)
     checker = steps.official_check(ctx)
     tarball = steps.package(ctx)
-    report = steps.report(ctx, index, checks, checker, tarball)
+    compared = steps.estimates(ctx)
+    report = steps.report(ctx, index, checks, checker, tarball, compared)
     create_markdown_artifact(report.markdown, key="campaign-report",
                              description=f"Report of campaign {ctx.campaign.name}")
     if track_history:
@@ -283,7 +284,8 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
         failed=tuple(f"{o.label}: {o.reason}" for o in outcomes if not o.passed),
         not_run=len(ctx.plan.runs) - len(outcomes), not_run_reasons=not_run,
         tree=str(ctx.campaign.paths.tree), report=report.html_path,
-        precheck=checks.summary(), tarball=tarball.path if tarball else None)
+        precheck=checks.summary(), tarball=tarball.path if tarball else None,
+        host_times=tuple(compared.hosts) if compared else ())
     logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
                 outcome.passed, outcome.runs, outcome.tree, outcome.report)
     return outcome

@@ -85,6 +85,28 @@ def power_trace(traces: Sequence[PowerTrace], title: str) -> bytes | None:
     return _png(fig)
 
 
+def estimate_bars(hosts: Mapping[str, tuple[float, float]], title: str) -> bytes | None:
+    """Estimated and actual seconds side by side, one pair of bars per host."""
+    if not hosts:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 0.8 + 0.7 * len(hosts)))
+    names = list(hosts)
+    ys = range(len(names))
+    for offset, which, color, label in ((-0.2, 0, "#9aa5b1", "estimated"),
+                                        (0.2, 1, "#3b7dd8", "actual")):
+        values = [hosts[n][which] for n in names]
+        ax.barh([y + offset for y in ys], values, height=0.38, color=color, label=label)
+        for y, value in zip(ys, values, strict=True):
+            ax.annotate(f"{value:,.0f} s", (value, y + offset), va="center", fontsize=8,
+                        xytext=(3, 0), textcoords="offset points")
+    ax.set_yticks(list(ys), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    return _png(fig)
+
+
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.tight_layout()

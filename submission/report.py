@@ -2,7 +2,8 @@
 self-contained HTML page with the figures embedded as PNG data.
 
 Sections: outcome (prechecks, official checker, tarball), the result x run-kind matrix with
-verdicts, headline metrics, figures, failures with their reasons, and where every artefact lies.
+verdicts, headline metrics, estimate vs actual, figures, failures with their reasons, and where
+every artefact lies.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
-from submission import plots, sections, telemetry_view
+from bench.plan_record import Comparison
+from submission import estimates_view, plots, sections, telemetry_view
 from submission.checker import CheckerOutcome
 from submission.facts import ResultFacts, matrix, result_facts
 from submission.index import TreeIndex, index_path
@@ -42,6 +44,7 @@ class ReportInput:
     precheck: PrecheckReport | None = None
     checker: CheckerOutcome | None = None
     tarball: Tarball | None = None
+    estimates: Comparison | None = None  # the kept plan's estimates against the store
 
 
 class ReportFiles(BaseModel):
@@ -61,6 +64,7 @@ def write_report(data: ReportInput, out_dir: Path) -> ReportFiles:
     facts = [result_facts(layout, placed, data.runs) for placed in data.index.results]
     figures = _figures(facts)
     figures.update(telemetry_view.figures(data.runs))  # under the power trace
+    figures.update(estimates_view.figures(data.estimates))
     for name, png in figures.items():
         (out_dir / name).write_bytes(png)
     markdown = render_markdown(data, facts, list(figures))
@@ -85,6 +89,7 @@ def render_markdown(data: ReportInput, facts: Sequence[ResultFacts],
     out += sections.run_matrix(matrix(data.runs))
     out += sections.metrics(facts)
     out += sections.audits(data.runs)
+    out += estimates_view.section(data.estimates)
     if figures:
         out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
     out += telemetry_view.section(data.runs)
