@@ -12,7 +12,9 @@ again takes exactly the step it would have taken, from the probes its record hol
 - Server / Interactive: the highest target_qps LoadGen judges VALID (latency bound and early
   stopping). The bracket is the lowest INVALID target and the highest VALID target below it (a
   VALID above an INVALID is noise, and the INVALID wins); it is grown or shrunk geometrically
-  until it has both ends, then bisected (geometric midpoint) until (hi - lo) / lo <= resolution.
+  until it has both ends (shrinking at once below what an overloaded probe completed: each
+  probe above the host's capacity costs the time its queue takes to drain), then bisected
+  (geometric midpoint) until (hi - lo) / lo <= resolution.
   The official run backs off by the margin, and one confirming probe at that value must be
   VALID: if it is not, it becomes the bracket's new upper end and the search goes on.
 
@@ -147,7 +149,11 @@ def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
     if lo is None:
         if hi / config.grow < config.min_qps:
             return Stop(None, None, f"INVALID down to {hi:g} queries/s")
-        return Try(_round(hi / config.grow), f"{hi:g} INVALID: shrink")
+        # an overloaded probe completes about what the host can do, and every probe above
+        # that costs its queue's drain time: go straight below it when it is that far off
+        served = min((p.samples_per_s or hi) for p in probes if probed(p, scenario) == hi)
+        step = min(hi / config.grow, served)
+        return Try(_round(max(step, config.min_qps)), f"{hi:g} INVALID: shrink")
     if hi / lo - 1 > config.resolution:
         return Try(_between(lo, hi), f"bisect {lo:g} (VALID) .. {hi:g} (INVALID)")
     chosen = _round(lo * (1 - config.margin))

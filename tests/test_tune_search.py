@@ -59,6 +59,14 @@ def test_the_bracket_grows_and_shrinks_geometrically() -> None:
     assert [probed(p, SERVER) for p in shrink[:3]] == [1000, 500, 250]
 
 
+def test_an_overloaded_probe_shrinks_straight_below_what_it_completed() -> None:
+    overloaded = server_probe(2637, False).model_copy(update={"samples_per_s": 957.0})
+    step = next_step(SERVER, [overloaded], 2637)
+    assert isinstance(step, Try) and step.value == 957
+    near = server_probe(2637, False).model_copy(update={"samples_per_s": 2500.0})
+    assert next_step(SERVER, [near], 2637) == Try(1318, "2637 INVALID: shrink")  # halving
+
+
 def test_a_coarser_resolution_costs_fewer_probes() -> None:
     fine, _ = search(lambda q: q <= 2400, 1000, SearchConfig(resolution=0.02))
     coarse, stop = search(lambda q: q <= 2400, 1000, SearchConfig(resolution=0.1))
