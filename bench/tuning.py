@@ -41,6 +41,7 @@ log = logging.getLogger("subrun.tuning")
 
 PROBE_S = {Mode.SHORT: 10.0, Mode.SUBMISSION: 60.0}  # a probe's minimum duration by mode
 PROBE_OVERHEAD_S = 10.0  # container start, warm-up, collection: for the probe's time-out
+MAX_STRETCH = 4.0  # the longest a Server probe may last, in its minimum durations
 PROBE_REPEATS = 1000  # attempts one probe key may have across searches of one run store
 # what a probe sets itself: the run's own durations and counts never reach a probe
 OWN_KEYS = ("min_duration", "max_duration", "min_query_count", "max_query_count")
@@ -60,9 +61,13 @@ class TuneJob:
     probe_s: float = PROBE_S[Mode.SHORT]
 
 
-def search_config(campaign: Campaign) -> SearchConfig:
-    """The campaign's resolution and margin."""
-    return SearchConfig(resolution=campaign.tune_resolution, margin=campaign.tune_margin)
+def search_config(campaign: Campaign, scenario: Scenario) -> SearchConfig:
+    """The campaign's resolution and margin; a Server search goes no lower than the load at
+    which LoadGen's minimum query count (short mode's) stretches a probe past MAX_STRETCH
+    times its duration: below it each probe costs minutes and tells what the noise does."""
+    queries = ShortMode().min_query_count.get(scenario, 1)
+    return SearchConfig(resolution=campaign.tune_resolution, margin=campaign.tune_margin,
+                        min_qps=max(0.5, queries / (MAX_STRETCH * probe_seconds(campaign))))
 
 
 def probe_seconds(campaign: Campaign) -> float:
@@ -102,13 +107,11 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
         return record
     while not isinstance(step := next_step(scenario, record.probes, job.start, job.config),
                          Stop):
-        spec = probe_spec(job, step.value)
         log.info("%s: probe %d at %s %g (%s)", key, len(record.probes) + 1,
                  tuned_key(scenario), step.value, step.why)
-        with (around or _nothing)(f"{spec.label} {step.value:g}"):
-            run = execute(target, PlannedRun(spec, job.probe_s + PROBE_OVERHEAD_S), store,
-                          rules, options=ExecuteOptions(max_reruns=PROBE_REPEATS, again=True))
-        probe = read_probe(run, store.path(run.key, run.attempt))
+        with (around or _nothing)(f"{key.host}/{key.benchmark}/{scenario.value} "
+                                  f"{step.value:g}"):
+            probe = run_probe(target, job, step.value, store, rules)
         record = book.add_probe(key, probe)
         if on_probe is not None:
             on_probe(record, probe)
@@ -116,6 +119,16 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
     log.info("%s: %s; chosen %s", key, step.why, chosen or "nothing")
     return book.finish(key, chosen=chosen, found=step.found, margin=job.config.margin,
                        resolution=job.config.resolution if scenario in SERVER_LIKE else None)
+
+
+def run_probe(target: RunTarget, job: TuneJob, value: float, store: RunStore,
+              rules: RoundRules) -> Probe:
+    """One probe at value, through the runner every run takes; a probe of these settings
+    still running on the target (a controller killed mid-probe) is reattached."""
+    spec = probe_spec(job, value)
+    run = execute(target, PlannedRun(spec, job.probe_s + PROBE_OVERHEAD_S), store, rules,
+                  options=ExecuteOptions(max_reruns=PROBE_REPEATS, again=True))
+    return read_probe(run, store.path(run.key, run.attempt))
 
 
 def _nothing(label: str) -> AbstractContextManager[object]:

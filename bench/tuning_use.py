@@ -139,7 +139,7 @@ def plan_tuning(campaign: Campaign, manifests: Mapping[str, Manifest], book: Tun
             else (targets.target_qps or FALLBACK_QPS)
         planned.append(Planned(triple, TuneJob(
             key=key, start=start, model=manifest.official_model, targets=targets, fresh=fresh,
-            campaign=campaign.name, config=search_config(campaign),
+            campaign=campaign.name, config=search_config(campaign, triple[2]),
             probe_s=probe_seconds(campaign)), "tune"))
     return planned
 
