@@ -71,7 +71,8 @@ def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
 
 def test_tuning_killed_in_a_probe_continues_from_the_recorded_probes(
         lab_dir: Path, tmp_path: Path) -> None:
-    path = campaign_file(tmp_path, lab_dir / "hosts.yaml", f"resume-{uuid.uuid4().hex[:6]}")
+    path = campaign_file(tmp_path, lab_dir / "hosts.yaml", f"resume-{uuid.uuid4().hex[:6]}",
+                         tune_resolution=0.25)
     campaign = load_campaign(path)
     book, store = TuningBook(campaign.paths.tuning), RunStore(campaign.paths.store)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
