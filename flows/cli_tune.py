@@ -78,8 +78,8 @@ def show_book(campaign: Path | None, output: Path | None) -> None:
         book = TuningBook(_load(campaign).campaign.paths.tuning)
     records = guarded(book.records)
     table = Table(title=f"tuning book {book.root}")
-    for column in ("host", "benchmark", "scenario", "state", "image", "LoadGen", "round",
-                   "probes", "found", "chosen", "margin", "cost", "when"):
+    for column in ("search", "state", "image, LoadGen, round", "probes", "found", "chosen",
+                   "cost", "finished"):
         table.add_column(column)
     newest = {}
     for r in records:
@@ -89,12 +89,13 @@ def show_book(campaign: Path | None, output: Path | None) -> None:
         state = "under way" if not r.done else \
             "current" if newest.get((r.host, r.benchmark, r.scenario)) == r.key else "stale"
         chosen = ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in r.chosen.items())
-        table.add_row(r.host, r.benchmark, r.scenario.value,
-                      f"[{STATE_STYLE[state]}]{state}[/]",
-                      r.image_digest.removeprefix("sha256:")[:12], shown(r.loadgen_version),
-                      r.round, str(len(r.probes)), f"{r.found:.4g}" if r.found else "",
-                      shown(chosen), f"{r.margin:.0%}", f"{r.cost_s:.0f} s",
-                      f"{r.done_at:%Y-%m-%d %H:%M}" if r.done_at else "")
+        made = f"{r.image_digest.removeprefix('sha256:')[:12]}, " \
+               f"{r.loadgen_version.split(' @')[0]}, {r.round}"
+        table.add_row(f"{r.host}/{r.benchmark}/{r.scenario.value}",
+                      f"[{STATE_STYLE[state]}]{state}[/]", shown(made),
+                      f"{len(r.probes)} ({sum(p.valid for p in r.probes)} VALID)",
+                      f"{r.found:.4g}" if r.found else "", shown(chosen),
+                      f"{r.cost_s:.0f} s", f"{r.done_at:%Y-%m-%d %H:%M}" if r.done_at else "")
     out.print(table)
     if not records:
         out.print(f"No tuning records under {book.root} yet: `subrun tune CAMPAIGN`, or "
