@@ -202,6 +202,12 @@ class Campaign(Strict):
     power_dev: Path | None = None  # a checkout of mlcommons/power-dev: official power path
     # over each benchmark's own: Server audits at a share of the target QPS, e.g. {TEST01: 0.96}
     compliance_derate: ComplianceDerate = Field(default_factory=dict)
+    # the tuning step (bench.tuning): false, auto (tune what the book holds no current record
+    # of), true (this campaign tunes every key itself, once)
+    tune: bool | Literal["auto"] = False
+    tune_resolution: Annotated[float, Field(gt=0, lt=1)] = 0.02  # (hi - lo) / lo to stop at
+    tune_margin: Annotated[float, Field(ge=0, lt=0.5)] = 0.05  # the official run's back-off
+    tune_probe_s: Annotated[float, Field(ge=1, le=3600)] | None = None  # default: by mode
 
     @field_validator("inventory", "output_dir", "inference_repo", "power_dev")
     @classmethod
@@ -220,6 +226,16 @@ class Campaign(Strict):
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ValueError(f"'{value}' is not one of official, track, true, false{hint}")
         return value
+
+    @field_validator("tune", mode="before")
+    @classmethod
+    def _tune_word(cls, value: object) -> object:
+        words = ("auto", "true", "false")
+        if isinstance(value, str) and value.lower() not in words:
+            close = difflib.get_close_matches(value.lower(), words, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"'{value}' is not one of auto, true, false{hint}")
+        return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_entry_per_host(self) -> Campaign:

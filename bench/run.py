@@ -55,6 +55,7 @@ class RunKind(StrEnum):
     TEST09 = "TEST09"
     POWER = "power"  # a ranging then a testing performance run under the analyzer
     TRAINING = "training"  # one seeded run of a training benchmark (bench.training_campaign)
+    TUNING = "tuning"  # one probe of a tuning search (bench.tuning): information, never a result
 
     @property
     def is_compliance(self) -> bool:

@@ -51,6 +51,8 @@ class Probe(BaseModel):
     valid: bool  # LoadGen's result (latency bound and early stopping for Server)
     samples_per_s: float | None = None  # what it sustained (Offline, Server)
     latency_ns: float | None = None  # the percentile the scenario reports (streams, Server)
+    mean_latency_ns: float | None = None
+    latency_bound_ns: float | None = None  # the round's Server latency bound it was judged by
     duration_s: float  # wall time of the probe, container start to collection
     at: datetime
     attempt: str = ""  # the store folder of the probe's attempt, for the logs
@@ -65,11 +67,14 @@ class TuningRecord(BaseModel):
     image_digest: str
     loadgen_version: str
     round: str
+    campaign: str = ""  # the campaign that started the search
     probes: list[Probe] = Field(default_factory=list)
     # the user.conf keys the campaign's runs take (`*.<scenario>.target_qps`, ...), after margin
     chosen: dict[str, Setting] = Field(default_factory=dict)
     found: float | None = None  # the best value the search found, before the margin
-    margin: float = 0.0  # the share taken off `found` for the official run (0.05 = 5 %)
+    # the share between `found` and `chosen` (0.05 = 5 %), on the side that keeps the official
+    # run VALID: a lower Server target_qps, a higher Offline one, a lower stream latency
+    margin: float = 0.0
     resolution: float | None = None  # the search stopped when its bracket was this narrow
     done_at: datetime | None = None  # None while the search is under way
 
@@ -140,6 +145,13 @@ class TuningBook:
             tmp.write_bytes(_records.dump_json([*others, record], indent=2))
             os.replace(tmp, path)
         return record
+
+    def begin(self, key: TuningKey, campaign: str = "") -> TuningRecord:
+        """Open a fresh search for the key, in place of any record it had."""
+        return self.save(TuningRecord(
+            host=key.host, benchmark=key.benchmark, scenario=key.scenario,
+            image_digest=key.image_digest, loadgen_version=key.loadgen_version,
+            round=key.round, campaign=campaign))
 
     def add_probe(self, key: TuningKey, probe: Probe) -> TuningRecord:
         """Record one probe as it lands (opening the record on the first)."""

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows import cli_alert, cli_campaign, cli_describe
+from flows import cli_alert, cli_campaign, cli_describe, cli_tune
 from flows.cli_common import err, guarded, out, shown
 
 HELP = ("Run MLPerf Inference submission campaigns on your lab machines, end to end.\n\n"
@@ -22,6 +22,7 @@ hosts_app = typer.Typer(no_args_is_help=True, help="Inspect the lab inventory (h
 app.add_typer(hosts_app, name="hosts")
 cli_describe.register(app)
 cli_campaign.register(app)
+cli_tune.register(app)
 cli_alert.register(app)
 
 

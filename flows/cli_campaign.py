@@ -81,6 +81,10 @@ def plan_command(campaign: CampaignArg = None) -> None:
         out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)
     for note in analyzer_notes(plan, ctx.inventory):
         out.print(f"[yellow]power:[/] {shown(note)}", highlight=False)
+    from flows.tuning_steps import plan_notes
+
+    for note in guarded(lambda: plan_notes(ctx)):
+        out.print(f"[yellow]tuning:[/] {shown(note)}", highlight=False)
     _check_power(ctx)
 
 

@@ -52,10 +52,12 @@ def progress_bar(title: str, total: int) -> Iterator[None]:
         job = bar.add_task(title, total=total)
 
         def advance(step: progress.Step) -> None:
-            colour = {"passed": "green", "waiting": "yellow"}.get(step.outcome, "red")
+            colour = {"passed": "green", "waiting": "yellow", "probe": "cyan", "tuned": "green",
+                      "kept": "green", "skipped": "yellow"}.get(step.outcome, "red")
             bar.console.print(f"[{colour}]{step.outcome:>6}[/] {shown(step.label)}",
                               highlight=False)
-            bar.update(job, completed=step.done)
+            if step.counts:
+                bar.update(job, completed=step.done)
 
         progress.listen(advance)
         try:

@@ -13,6 +13,8 @@ from bench.manifest import Manifest, load_manifest
 from bench.plan import Plan, make_plan
 from bench.rules import RoundRules, load_rules
 from bench.store import RunStore
+from bench.tuning_record import TuningBook
+from bench.tuning_use import Digests, records_for, tuned_campaign
 from lab.config import Inventory, load_inventory
 from lab.errors import ConfigError
 from lab.host import Host
@@ -69,6 +71,11 @@ class CampaignContext:
                               "`system_defaults.submitter` in hosts.yaml.")
         return str(found)
 
+    @property
+    def book(self) -> TuningBook:
+        """What tuning learned, shared by the campaigns under the same output folder."""
+        return TuningBook(self.campaign.paths.tuning)
+
     def host(self, name: str) -> Host:
         """The open connection to a host of the inventory (opened on first use)."""
         return self.connections.get(name)
@@ -96,7 +103,7 @@ def load_context(campaign: Campaign) -> CampaignContext:
     manifests = {name: load_manifest(name) for name in sorted(names)}
     store = RunStore(campaign.paths.store)
     evidence = evidence_for(campaign, inventory)
-    plan = make_plan(campaign, manifests, rules, evidence)
+    plan, _ = plan_for(campaign, manifests, rules, evidence)
     return CampaignContext(campaign, inventory, rules, manifests, plan, store, evidence)
 
 
@@ -106,6 +113,18 @@ def evidence_for(campaign: Campaign, inventory: Inventory) -> Evidence:
     paths = campaign.paths
     return gather(paths.output_dir, paths.store, {h.name: h.settle_s for h in inventory.hosts},
                   paths.tuning)
+
+
+def plan_for(campaign: Campaign, manifests: dict[str, Manifest], rules: RoundRules,
+             evidence: Evidence, digests: Digests | None = None, loadgen: str = ""
+             ) -> tuple[Plan, list[str]]:
+    """The campaign's plan with the tuning records its runs use (bench.tuning_use; with the
+    hosts' image digests once provisioned, else the newest record of the round), and a note
+    per record used or left out."""
+    used, notes = records_for(campaign, manifests, TuningBook(campaign.paths.tuning), digests,
+                              loadgen)
+    plan = make_plan(tuned_campaign(campaign, used), manifests, rules, evidence)
+    return plan, notes
 
 
 def _require_analyzer(inventory: Inventory, campaign: Campaign, host: str) -> None:

@@ -16,9 +16,11 @@ class Step:
     """One finished unit of work: a run (or a provisioning step) and how it ended."""
 
     label: str
-    outcome: str  # "passed", "failed", "skipped", "reused", "waiting" (not finished yet)
+    outcome: str  # "passed", "failed", "skipped", "reused", "waiting" (not finished yet),
+    # "probe" (a tuning probe landed); a search ends "tuned", "kept" or "failed"
     done: int
     total: int
+    counts: bool = True  # False: a line beside another bar's count (tuning within a campaign)
 
 
 Listener = Callable[[Step], None]
@@ -38,17 +40,22 @@ def unlisten(listener: Listener) -> None:
 class CampaignProgress:
     """Counts finished runs from any thread and mirrors the count in a progress artifact."""
 
-    def __init__(self, total: int, description: str) -> None:
+    def __init__(self, total: int, description: str, *, key: str = "campaign-progress",
+                 counts: bool = True) -> None:
         self.total = max(total, 1)
         self.done = 0
+        self.counts = counts
         self._lock = threading.Lock()
-        created = create_progress_artifact(progress=0.0, key="campaign-progress",
-                                           description=description)
+        created = create_progress_artifact(progress=0.0, key=key, description=description)
         self._artifact = cast(UUID, created)  # sync call site: the UUID, not a coroutine
 
     def waiting(self, label: str, why: str) -> None:
         """Tell listeners a run waits for a slot (an analyzer); waiting is normal, not failure."""
-        step = Step(f"{label}: {why}", "waiting", self.done, self.total)
+        self.note(f"{label}: {why}", "waiting")
+
+    def note(self, label: str, outcome: str) -> None:
+        """Tell listeners of something under way (a wait, a tuning probe) without counting it."""
+        step = Step(label, outcome, self.done, self.total, self.counts)
         for listener in list(_listeners):
             listener(step)
 
@@ -56,7 +63,7 @@ class CampaignProgress:
         """Record one finished run."""
         with self._lock:
             self.done += 1
-            step = Step(label, outcome, self.done, self.total)
+            step = Step(label, outcome, self.done, self.total, self.counts)
             if self._artifact is not None:
                 update_progress_artifact(self._artifact, progress=100.0 * self.done / self.total)
         for listener in list(_listeners):

@@ -20,6 +20,7 @@ from bench.plan_record import Comparison, compare, read_plan, write_plan
 from bench.run import Mode, RunKind, RunRecord
 from bench.settle import TargetSet, settle
 from bench.target import RunTarget
+from bench.tuning_record import TuningKey, TuningRecord
 from collectors.describe import describe_host
 from collectors.preflight import preflight as system_preflight
 from collectors.system_json import SystemDescription, write
@@ -266,6 +267,14 @@ def package(ctx: CampaignContext) -> Tarball | None:
         if paths.tree.is_dir() else None  # no result made it into a tree
 
 
+def used_tunings(ctx: CampaignContext) -> list[TuningRecord]:
+    """The current tuning records of the campaign's planned runs (their images bound)."""
+    keys = dict.fromkeys(TuningKey(r.spec.host, r.spec.benchmark, r.spec.scenario,
+                                   r.spec.image_digest, r.spec.loadgen_version, r.spec.round)
+                         for r in ctx.plan.runs)
+    return [found for key in keys if (found := ctx.book.current(key)) is not None]
+
+
 def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
            checker: CheckerOutcome | None, tarball: Tarball | None,
            compared: Comparison | None = None) -> ReportFiles:
@@ -274,7 +283,8 @@ def report(ctx: CampaignContext, index: TreeIndex, checks: PrecheckReport,
     data = ReportInput(title=f"subrun campaign '{ctx.campaign.name}'",
                        mode=ctx.campaign.mode.value, index=index,
                        runs=stored_runs(ctx.store), precheck=checks, checker=checker,
-                       tarball=tarball, estimates=compared or estimates(ctx))
+                       tarball=tarball, estimates=compared or estimates(ctx),
+                       tunings=used_tunings(ctx))
     return write_report(data, ctx.campaign.paths.report)
 
 

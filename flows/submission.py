@@ -33,7 +33,7 @@ from bench.campaign import Campaign
 from bench.plan import PlannedRun
 from bench.run import RunState
 from collectors.system_json import SystemDescription
-from flows import events, holders, steps
+from flows import events, holders, steps, tuning_steps
 from flows.cancellation import CancelWatch
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.holders import Holder, server_in_use
@@ -228,7 +228,8 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
         logger.warning("other campaigns' use of the hosts is not counted in the plan: %s", e)
         others = {}
     waits = {h: holder.left_s() for h, holder in others.items()}
-    notes = analyzer_notes(ctx.plan, ctx.inventory) + wait_notes(others)
+    notes = analyzer_notes(ctx.plan, ctx.inventory) + wait_notes(others) + \
+        [f"tuning: {n}" for n in tuning_steps.plan_notes(ctx)]
     create_markdown_artifact(plan_markdown(ctx.plan, notes, waits), key="campaign-plan",
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
@@ -237,7 +238,14 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     provisioned = {h: provision_task.submit(quote(ctx), h) for h in hosts}
     images = reachable(provisioned, given_up)
     steps.bind_images(ctx, images, loadgen)
-    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images}
+    if ctx.campaign.tune:  # before the runs: their settings (and keys) take what it finds
+        from flows.tuning import run_tuning
+
+        run_tuning(ctx, images, given_up, me)
+    for note in tuning_steps.apply_tuning(ctx):
+        logger.info("tuning: %s", note)
+    described = {h: describe_task.submit(quote(ctx), h, quote(images[h])) for h in images
+                 if h not in given_up}
     descriptions = reachable(described, given_up)
     hosts = [h for h in hosts if h not in given_up]
     for problem in steps.check_systems(ctx, list(descriptions.values())):

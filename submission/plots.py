@@ -153,3 +153,46 @@ def host_traces(traces: Sequence[HostTrace], title: str) -> bytes | None:
     axes[-1, 0].set_xlabel("seconds since the first sample")
     fig.suptitle(title)
     return _png(fig)
+
+
+@dataclass(frozen=True)
+class SearchTrace:
+    """A Server tuning search: each probe's target_qps, its latency (ms) and LoadGen's word."""
+
+    label: str
+    qps: Sequence[float]
+    latency_ms: Sequence[float]
+    valid: Sequence[bool]
+    chosen: float | None = None
+    bound_ms: float | None = None
+
+
+def tuning_searches(searches: Sequence[SearchTrace], title: str) -> bytes | None:
+    """Latency against the target QPS tried, VALID and INVALID marked, the bound and the
+    chosen value drawn, one panel per search."""
+    searches = [s for s in searches if s.qps]
+    if not searches:
+        return None
+    fig, axes = plt.subplots(len(searches), 1, figsize=(7, 2.8 * len(searches)), squeeze=False)
+    for ax, s in zip(axes[:, 0], searches, strict=True):
+        for ok, marker, color, name in ((True, "o", "#15803d", "VALID"),
+                                        (False, "x", "#b91c1c", "INVALID")):
+            points = [(q, lat) for q, lat, v in zip(s.qps, s.latency_ms, s.valid, strict=True)
+                      if v is ok]
+            if points:
+                ax.scatter(*zip(*points, strict=True), marker=marker, color=color, label=name)
+        for i, (q, lat) in enumerate(zip(s.qps, s.latency_ms, strict=True)):
+            ax.annotate(str(i + 1), (q, lat), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        if s.bound_ms:
+            ax.axhline(s.bound_ms, color="#9aa5b1", linestyle="--", label="latency bound")
+        if s.chosen:
+            ax.axvline(s.chosen, color="#3b7dd8", label=f"chosen {s.chosen:g}")
+        ax.set_yscale("log")
+        ax.set_xlabel("target_qps tried")
+        ax.set_ylabel("latency (ms)")
+        ax.set_title(s.label, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    return _png(fig)

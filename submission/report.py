@@ -18,7 +18,8 @@ from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
 from bench.plan_record import Comparison
-from submission import estimates_view, plots, sections, telemetry_view
+from bench.tuning_record import TuningRecord
+from submission import estimates_view, plots, sections, telemetry_view, tuning_view
 from submission.checker import CheckerOutcome
 from submission.facts import ResultFacts, matrix, result_facts
 from submission.index import TreeIndex, index_path
@@ -45,6 +46,7 @@ class ReportInput:
     checker: CheckerOutcome | None = None
     tarball: Tarball | None = None
     estimates: Comparison | None = None  # the kept plan's estimates against the store
+    tunings: Sequence[TuningRecord] = ()  # the tuning records the runs took their values from
 
 
 class ReportFiles(BaseModel):
@@ -65,6 +67,7 @@ def write_report(data: ReportInput, out_dir: Path) -> ReportFiles:
     figures = _figures(facts)
     figures.update(telemetry_view.figures(data.runs))  # under the power trace
     figures.update(estimates_view.figures(data.estimates))
+    figures.update(tuning_view.figures(data.tunings))
     for name, png in figures.items():
         (out_dir / name).write_bytes(png)
     markdown = render_markdown(data, facts, list(figures))
@@ -93,6 +96,7 @@ def render_markdown(data: ReportInput, facts: Sequence[ResultFacts],
     if figures:
         out += ["## Figures", ""] + [f"![{name}]({name})\n" for name in figures]
     out += telemetry_view.section(data.runs)
+    out += tuning_view.section(data.tunings)
     out += sections.failures(data.runs, index, data.precheck, data.checker)
     out += sections.artefacts(index, index_path(Path(index.root)), data.tarball, data.checker)
     return "\n".join(out).rstrip() + "\n"

@@ -12,7 +12,7 @@ from typing import Any
 from bench.campaign import Campaign
 from bench.manifest import Manifest
 from bench.rules import RoundRules
-from bench.run import RUN_MOUNT, RunSpec
+from bench.run import RUN_MOUNT, RunKind, RunSpec
 from bench.store import RunStore
 from lab.images import context_files, find_images_dir
 from submission.assemble import TreeRequest
@@ -21,10 +21,12 @@ from submission.layout import Style
 
 
 def stored_runs(store: RunStore) -> list[StoredRun]:
-    """Every attempt of every run in the store (assembly picks the latest passing ones)."""
+    """Every attempt of every run in the store (assembly picks the latest passing ones); a
+    tuning probe is information for its tuning record, never a result or a run of the report."""
     keys = store.keys()
     return [StoredRun(record, store.path(key, record.attempt))
-            for key in keys for record in store.attempts(key)]
+            for key in keys for record in store.attempts(key)
+            if record.spec.kind is not RunKind.TUNING]
 
 
 def benchmark_input(manifest: Manifest, images_dir: Path | None = None) -> BenchmarkInput:

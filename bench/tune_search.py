@@ -1,0 +1,182 @@
+"""What tuning tries next, and when it stops: pure decisions over the probes recorded so far.
+
+The next step is a function of the recorded probes alone (and of the start value and the
+search's settings), never of anything held in memory: a search killed at any point and started
+again takes exactly the step it would have taken, from the probes its record holds.
+
+- Offline: one probe measures the throughput the host sustains; a probe whose target was so far
+  below it that LoadGen ran out of samples before its minimum duration (INVALID) is measured
+  again at the rate it found.
+- SingleStream / MultiStream: one probe measures the latency percentile the scenario reports
+  (90th, 99th); again, a probe that ran out of queries is measured once more at what it found.
+- Server / Interactive: the highest target_qps LoadGen judges VALID (latency bound and early
+  stopping). The bracket is the lowest INVALID target and the highest VALID target below it (a
+  VALID above an INVALID is noise, and the INVALID wins); it is grown or shrunk geometrically
+  until it has both ends (shrinking at once below what an overloaded probe completed: each
+  probe above the host's capacity costs the time its queue takes to drain), then bisected
+  (geometric midpoint) until (hi - lo) / lo <= resolution.
+  The official run backs off by the margin, and one confirming probe at that value must be
+  VALID: if it is not, it becomes the bracket's new upper end and the search goes on.
+
+The margin always errs on the side that keeps the official run VALID: a Server target goes
+down, an Offline expected rate goes up (LoadGen issues 1.1 x target_qps x min_duration samples:
+a host faster than that ends too soon), an expected stream latency goes down (LoadGen then
+generates more queries than the run needs, never too few).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.run import Scenario
+from bench.tuning_record import Probe
+
+SERVER_LIKE = (Scenario.SERVER, Scenario.INTERACTIVE)
+STREAMS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
+# LoadGen generates twice the stream queries the expected latency calls for: an expected
+# latency above 1.5 x the mean would leave too little slack for a slower official run
+STREAM_MEAN_CAP = 1.5
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How a search runs: the campaign's resolution and margin, and its bounds."""
+
+    resolution: float = 0.02  # stop when (hi - lo) / lo is at most this
+    margin: float = 0.05  # the official run's distance from what was found, on the safe side
+    grow: float = 2.0  # the factor of each bracketing step
+    max_probes: int = 16  # a search that has not converged by then takes its best VALID
+    min_qps: float = 0.5  # below this no Server target is tried
+    confirm: bool = True  # a Server search ends with one VALID probe at the chosen value
+
+
+@dataclass(frozen=True)
+class Try:
+    """Run a probe at this value (target_qps, or target_latency in ms for the streams)."""
+
+    value: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The search is over: what it found (before the margin) and the value chosen (after)."""
+
+    found: float | None
+    chosen: float | None
+    why: str
+
+
+Step = Try | Stop
+
+
+def tuned_name(scenario: Scenario) -> str:
+    """The user.conf key a search sets for the scenario (without its model.scenario prefix)."""
+    return "target_latency" if scenario in STREAMS else "target_qps"
+
+
+def tuned_key(scenario: Scenario) -> str:
+    """The full user.conf key, as the runs' settings spell it."""
+    return f"*.{scenario.loadgen}.{tuned_name(scenario)}"
+
+
+def probed(probe: Probe, scenario: Scenario) -> float | None:
+    """The value a probe tried."""
+    value = probe.settings.get(tuned_key(scenario))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def next_step(scenario: Scenario, probes: Sequence[Probe], start: float,
+              config: SearchConfig | None = None) -> Step:
+    """The next probe to run, or the end of the search, from the probes recorded so far."""
+    config = config or SearchConfig()
+    if scenario in SERVER_LIKE:
+        return _server(scenario, probes, start, config)
+    return _once(scenario, probes, start, config)
+
+
+def _once(scenario: Scenario, probes: Sequence[Probe], start: float,
+          config: SearchConfig) -> Step:
+    """Offline and the streams: one measurement, once more if the first ran out of work."""
+    if not probes:
+        return Try(_round(start), "a first measurement")
+    last = probes[-1]
+    measured = _measured(scenario, last)
+    if measured is None:
+        return Stop(None, None, "the probe measured nothing (see its run's log)")
+    tried = probed(last, scenario)
+    again = not last.valid and len(probes) < 2 and not _same(tried, _round(measured))
+    if again:
+        return Try(_round(measured), f"the first probe ran out of work at {tried:g}: measure "
+                                     f"again at the {measured:g} it found")
+    if scenario is Scenario.OFFLINE:
+        return Stop(measured, _round(measured * (1 + config.margin)),
+                    f"{measured:.1f} samples/s sustained")
+    cap = (last.mean_latency_ns or math.inf) / 1e6 * STREAM_MEAN_CAP
+    return Stop(measured, _round(min(measured, cap) * (1 - config.margin)),
+                f"{measured:.4g} ms at the scenario's percentile")
+
+
+def _measured(scenario: Scenario, probe: Probe) -> float | None:
+    if scenario is Scenario.OFFLINE:
+        return probe.samples_per_s or None
+    return probe.latency_ns / 1e6 if probe.latency_ns else None
+
+
+def bracket(scenario: Scenario, probes: Sequence[Probe]) -> tuple[float | None, float | None]:
+    """(lo, hi): the highest VALID target below the lowest INVALID one, and that INVALID one."""
+    tried = [(v, p.valid) for p in probes if (v := probed(p, scenario)) is not None]
+    invalid = [v for v, ok in tried if not ok]
+    hi = min(invalid) if invalid else None
+    below = [v for v, ok in tried if ok and (hi is None or v < hi)]
+    return (max(below) if below else None), hi
+
+
+def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
+            config: SearchConfig) -> Step:
+    lo, hi = bracket(scenario, probes)
+    if not probes:
+        return Try(_round(start), "start")
+    if len(probes) >= config.max_probes:
+        chosen = _round(lo * (1 - config.margin)) if lo else None
+        return Stop(lo, chosen, f"{len(probes)} probes, the search's budget: took the highest "
+                                "VALID target below every INVALID one")
+    if hi is None:
+        assert lo is not None  # every probe VALID
+        return Try(_round(lo * config.grow), f"{lo:g} VALID: grow")
+    if lo is None:
+        if hi / config.grow < config.min_qps:
+            return Stop(None, None, f"INVALID down to {hi:g} queries/s")
+        # an overloaded probe completes about what the host can do, and every probe above
+        # that costs its queue's drain time: go straight below it when it is that far off
+        served = min((p.samples_per_s or hi) for p in probes if probed(p, scenario) == hi)
+        step = min(hi / config.grow, served)
+        return Try(_round(max(step, config.min_qps)), f"{hi:g} INVALID: shrink")
+    if hi / lo - 1 > config.resolution:
+        return Try(_between(lo, hi), f"bisect {lo:g} (VALID) .. {hi:g} (INVALID)")
+    chosen = _round(lo * (1 - config.margin))
+    confirmed = any(_same(probed(p, scenario), chosen) for p in probes)
+    if config.confirm and config.margin > 0 and not confirmed:
+        return Try(chosen, f"confirm {chosen:g} ({lo:g} less the margin)")
+    return Stop(lo, chosen, f"{lo:g} VALID, {hi:g} INVALID (within {config.resolution:.0%})")
+
+
+def _between(lo: float, hi: float) -> float:
+    """The geometric midpoint, rounded but strictly inside the bracket."""
+    mid = math.sqrt(lo * hi)
+    for digits in (4, 6, 9):
+        value = float(f"{mid:.{digits}g}")
+        if lo < value < hi:
+            return value
+    return mid
+
+
+def _round(value: float) -> float:
+    """A value as a person writes it in user.conf: four significant digits."""
+    return float(f"{value:.4g}")
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)

@@ -1,0 +1,183 @@
+"""Which searches a campaign asks for, and which tuning records its runs use.
+
+A campaign's run takes a record's chosen values for user.conf where the campaign file does not
+set that key itself: the manifest's scenario defaults are only defaults, and a current record
+beats them. A record is current for the exact key (host, benchmark, scenario, image digest,
+LoadGen build, round); one of another image, LoadGen or round is stale, never used, and said
+so. Before provisioning the host's image is not known yet: the plan then uses the newest
+record of the round, and the campaign checks it against the host's image once provisioned.
+
+`tune: auto` searches only keys without a current record; `tune: true` has this campaign tune
+every key itself, once (a record it finished is kept, so a campaign started again continues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+
+from bench.campaign import BenchmarkPlan, Campaign
+from bench.estimate import FALLBACK_QPS
+from bench.manifest import Manifest
+from bench.plan import targets_for
+from bench.run import Scenario
+from bench.tune_search import SERVER_LIKE, STREAMS
+from bench.tuning import TuneJob, probe_seconds, search_config
+from bench.tuning_record import TuningBook, TuningKey, TuningRecord
+
+Triple = tuple[str, str, Scenario]  # host, benchmark, scenario
+Digests = Mapping[tuple[str, str], str]  # (host, benchmark) -> the image digest runs use
+FALLBACK_LATENCY_MS = 1.0
+ORDER = [Scenario.OFFLINE, Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER,
+         Scenario.INTERACTIVE]  # Offline first: a Server search starts from its throughput
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One host x benchmark x scenario of a tuning: its search, or why it has none."""
+
+    triple: Triple
+    job: TuneJob | None
+    why: str  # "tune", or why not: kept (current record), explicit setting
+
+
+def triples(campaign: Campaign, manifests: Mapping[str, Manifest]
+            ) -> Iterator[tuple[Triple, BenchmarkPlan, Manifest]]:
+    """Every host x benchmark x scenario of the campaign, Offline first per benchmark."""
+    for host in campaign.hosts:
+        for bench in host.benchmarks:
+            manifest = manifests[bench.benchmark]
+            for scenario in sorted(bench.scenarios or manifest.scenarios, key=ORDER.index):
+                yield (host.host, bench.benchmark, scenario), bench, manifest
+
+
+def explicit(bench: BenchmarkPlan, scenario: Scenario) -> str | None:
+    """The key the campaign file sets itself for what tuning would choose, if any."""
+    names = {"target_latency", "target_latency_ms"} if scenario in STREAMS else {"target_qps"}
+    return next((k for k in bench.settings.get(scenario, {}) if k.rsplit(".", 1)[-1] in names),
+                None)
+
+
+def key_of(campaign: Campaign, triple: Triple, digests: Digests, loadgen: str) -> TuningKey:
+    host, benchmark, scenario = triple
+    return TuningKey(host, benchmark, scenario, digests.get((host, benchmark), ""), loadgen,
+                     campaign.round)
+
+
+def records_for(campaign: Campaign, manifests: Mapping[str, Manifest], book: TuningBook,
+                digests: Digests | None = None, loadgen: str = ""
+                ) -> tuple[dict[Triple, TuningRecord], list[str]]:
+    """The records the campaign's runs use, and a note per triple that has any record. Without
+    digests (before provisioning) the newest record of the round stands in."""
+    used: dict[Triple, TuningRecord] = {}
+    notes: list[str] = []
+    for triple, bench, _ in triples(campaign, manifests):
+        where = "/".join(map(str, triple))
+        history = [r for r in book.history(*triple) if r.done]
+        if not history:
+            continue
+        if (own := explicit(bench, triple[2])) is not None:
+            notes.append(f"{where}: the campaign sets {own}; the tuned value is not used")
+            continue
+        if digests is None:
+            found = next((r for r in reversed(history) if r.round == campaign.round), None)
+            why = "checked against the host's image when the campaign runs"
+        else:
+            key = key_of(campaign, triple, digests, loadgen)
+            found = book.current(key)
+            why = ""
+        if found is not None and found.chosen:
+            used[triple] = found
+            notes.append(f"{where}: {_chosen(found)} from the tuning of {_when(found)} "
+                         f"(image {_image(found.image_digest)})" + (f"; {why}" if why else ""))
+        elif found is not None:
+            notes.append(f"{where}: the tuning of {_when(found)} found no value; the "
+                         "defaults are used")
+        else:
+            stale = history[-1]
+            notes.append(f"{where}: the tuning record of {_when(stale)} is stale "
+                         f"({_differs(stale, campaign, digests, loadgen, triple)}): not used; "
+                         "tune again (`tune: auto`, or `subrun tune`)")
+    return used, notes
+
+
+def tuned_campaign(campaign: Campaign, used: Mapping[Triple, TuningRecord]) -> Campaign:
+    """The campaign with each used record's chosen values under its own settings."""
+    if not used:
+        return campaign
+    hosts = []
+    for host in campaign.hosts:
+        benches = []
+        for bench in host.benchmarks:
+            settings = dict(bench.settings)
+            for (h, b, scenario), record in used.items():
+                if (h, b) == (host.host, bench.benchmark):
+                    chosen = {k.rsplit(".", 1)[-1]: v for k, v in record.chosen.items()}
+                    settings[scenario] = {**chosen, **settings.get(scenario, {})}
+            benches.append(bench.model_copy(update={"settings": settings}))
+        hosts.append(host.model_copy(update={"benchmarks": benches}))
+    return campaign.model_copy(update={"hosts": hosts})
+
+
+def plan_tuning(campaign: Campaign, manifests: Mapping[str, Manifest], book: TuningBook,
+                digests: Digests, loadgen: str, *, again: bool = False) -> list[Planned]:
+    """The searches the campaign asks for (`tune:`; again: start every one over)."""
+    planned = []
+    for triple, bench, manifest in triples(campaign, manifests):
+        if (own := explicit(bench, triple[2])) is not None:
+            planned.append(Planned(triple, None, f"the campaign sets {own}"))
+            continue
+        key = key_of(campaign, triple, digests, loadgen)
+        record = book.find(key)
+        mine = record is not None and record.campaign == campaign.name
+        if not again and record is not None and record.done \
+                and (campaign.tune is not True or mine):
+            planned.append(Planned(triple, None, "kept: a current record"))
+            continue
+        fresh = again or record is None or (campaign.tune is True and not mine)
+        targets = targets_for(bench, manifest, triple[2])
+        start = (targets.target_latency_ms or FALLBACK_LATENCY_MS) if triple[2] in STREAMS \
+            else (targets.target_qps or FALLBACK_QPS)
+        planned.append(Planned(triple, TuneJob(
+            key=key, start=start, model=manifest.official_model, targets=targets, fresh=fresh,
+            campaign=campaign.name, config=search_config(campaign, triple[2]),
+            probe_s=probe_seconds(campaign)), "tune"))
+    return planned
+
+
+def with_start(job: TuneJob, book: TuningBook) -> TuneJob:
+    """A Server search starts from the host's Offline throughput when a current record has it
+    (looked up when the search starts: the Offline search of the same tuning may have just
+    found it). Only a search's first step reads its start."""
+    if job.key.scenario not in SERVER_LIKE:
+        return job
+    offline = book.current(job.key._replace(scenario=Scenario.OFFLINE))
+    if offline is None or not offline.found:
+        return job
+    return replace(job, start=offline.found)
+
+
+def _chosen(record: TuningRecord) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in record.chosen.items())
+
+
+def _when(record: TuningRecord) -> str:
+    return f"{record.done_at:%Y-%m-%d %H:%M}" if record.done_at else "a search under way"
+
+
+def _image(digest: str) -> str:
+    return digest.removeprefix("sha256:")[:12] or "unknown"
+
+
+def _differs(record: TuningRecord, campaign: Campaign, digests: Digests | None, loadgen: str,
+             triple: Triple) -> str:
+    found = []
+    if record.round != campaign.round:
+        found.append(f"round {record.round}, the campaign's is {campaign.round}")
+    image = (digests or {}).get(triple[:2])
+    if image is not None and record.image_digest != image:
+        found.append(f"image {_image(record.image_digest)}, the host has {_image(image)}")
+    if loadgen and record.loadgen_version != loadgen:
+        found.append(f"LoadGen {record.loadgen_version}, the campaign's is {loadgen}")
+    return "; ".join(found) or "another image, LoadGen build or round"
+

@@ -1,0 +1,149 @@
+"""The tuning step without the lab: which searches a campaign asks for, which records its runs
+use (explicit settings first, stale records never), a probe read from LoadGen's summary, and
+the report's view of a search."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.campaign import Campaign
+from bench.manifest import load_manifest
+from bench.plan import make_plan
+from bench.rules import load_rules
+from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState, Scenario, Verdict
+from bench.tuning import read_probe
+from bench.tuning_record import Probe, TuningBook, TuningKey
+from bench.tuning_use import plan_tuning, records_for, tuned_campaign
+from submission import tuning_view
+
+AT = datetime(2025, 1, 1, tzinfo=UTC)
+DIGITS = {"digits": load_manifest("digits")}
+KEY = TuningKey("h2", "digits", Scenario.SERVER, "sha256:aaaa", "6.0.17", "v6.1")
+DIGESTS = {("h2", "digits"): "sha256:aaaa"}
+
+
+def campaign(tmp_path: Path, settings: dict[str, object] | None = None,
+             tune: object = "auto", name: str = "c") -> Campaign:
+    return Campaign.model_validate({
+        "name": name, "output_dir": str(tmp_path), "tune": tune,
+        "hosts": [{"host": "h2", "benchmarks": [{"benchmark": "digits",
+                                                 "scenarios": ["Offline", "Server"],
+                                                 "settings": settings or {}}]}]})
+
+
+def finished(book: TuningBook, key: TuningKey, qps: float, campaign: str = "c") -> None:
+    book.begin(key, campaign)
+    book.add_probe(key, Probe(settings={"*.Server.target_qps": qps}, valid=True,
+                              latency_ns=4e6, latency_bound_ns=15e6, duration_s=9, at=AT))
+    book.finish(key, chosen={"*.Server.target_qps": round(qps * 0.95, 1)}, found=qps,
+                margin=0.05, resolution=0.02)
+
+
+def server_qps(c: Campaign) -> float:
+    plan = make_plan(c, DIGITS, load_rules("v6.1"))
+    run = next(r for r in plan.runs if r.spec.scenario is Scenario.SERVER
+               and r.spec.kind is RunKind.PERFORMANCE)
+    return float(run.spec.settings["*.Server.target_qps"])
+
+
+def test_a_current_record_beats_the_manifest_default_not_the_campaign(tmp_path: Path) -> None:
+    c = campaign(tmp_path)
+    book = TuningBook(c.paths.tuning)
+    finished(book, KEY, 1262)
+    used, notes = records_for(c, DIGITS, book, DIGESTS, "6.0.17")
+    assert server_qps(tuned_campaign(c, used)) == 1198.9 and "1198.9" in notes[0]
+    explicit = campaign(tmp_path, {"Server": {"target_qps": 700}})
+    used, notes = records_for(explicit, DIGITS, book, DIGESTS, "6.0.17")
+    assert not used and "sets target_qps" in notes[0]
+    assert server_qps(tuned_campaign(explicit, used)) == 700
+
+
+def test_a_stale_record_is_not_used_and_the_plan_says_why(tmp_path: Path) -> None:
+    c = campaign(tmp_path)
+    book = TuningBook(c.paths.tuning)
+    finished(book, KEY, 1262)
+    used, notes = records_for(c, DIGITS, book, {("h2", "digits"): "sha256:bbbb"}, "6.0.17")
+    assert not used and "stale" in notes[0] and "the host has bbbb" in notes[0]
+    assert server_qps(tuned_campaign(c, used)) == 1000  # the manifest's default
+    before, _ = records_for(c, DIGITS, book)  # before provisioning: the round's newest
+    assert (("h2", "digits", Scenario.SERVER)) in before
+    other_round, notes = records_for(campaign(tmp_path).model_copy(update={"round": "v6.0"}),
+                                     DIGITS, book)
+    assert not other_round and "round v6.1" in notes[0]
+
+
+def test_auto_keeps_current_records_and_true_tunes_once_per_campaign(tmp_path: Path) -> None:
+    book = TuningBook(tmp_path / "tuning")
+    finished(book, KEY, 1262, campaign="other")
+    auto = plan_tuning(campaign(tmp_path), DIGITS, book, DIGESTS, "6.0.17")
+    assert [(p.triple[2], p.job is not None) for p in auto] == [
+        (Scenario.OFFLINE, True), (Scenario.SERVER, False)]  # Offline first
+    again = plan_tuning(campaign(tmp_path, tune=True), DIGITS, book, DIGESTS, "6.0.17")
+    assert all(p.job is not None and p.job.fresh for p in again)
+    finished(book, KEY, 1262, campaign="c")
+    mine = plan_tuning(campaign(tmp_path, tune=True), DIGITS, book, DIGESTS, "6.0.17")
+    assert mine[1].job is None and mine[1].why.startswith("kept")
+    explicit = plan_tuning(campaign(tmp_path, {"Server": {"target_qps": 700}}), DIGITS, book,
+                           DIGESTS, "6.0.17")
+    assert explicit[1].job is None and "target_qps" in explicit[1].why
+
+
+SUMMARY = """================================================
+MLPerf Results Summary
+================================================
+SUT name : PySUT
+Scenario : Server
+Mode     : PerformanceOnly
+Completed samples per second    : 1011.70
+Result is : INVALID
+  Performance constraints satisfied : NO
+Mean latency (ns)               : 1584432
+99.00 percentile latency (ns)   : 23804813
+99.90 percentile latency (ns)   : 25674856
+target_qps : 1100
+target_latency (ns): 15000000
+"""
+
+
+def test_a_probe_is_read_from_the_summary_and_invalid_is_information(tmp_path: Path) -> None:
+    folder = tmp_path / "attempt-1"
+    (folder / "output").mkdir(parents=True)
+    (folder / "output" / "mlperf_log_summary.txt").write_text(SUMMARY)
+    (folder / "output" / "mlperf_log_detail.txt").write_text(
+        ':::MLLOG {"key": "effective_target_latency_percentile", "value": 0.99}\n')
+    spec = RunSpec(host="h2", benchmark="digits", model="resnet", scenario=Scenario.SERVER,
+                   kind=RunKind.TUNING, mode=Mode.SHORT, round="v6.1",
+                   settings={"*.Server.target_qps": 1100.0})
+    run = RunRecord(spec=spec, key=spec.key, attempt=1, state=RunState.FINISHED,
+                    started_at=AT, finished_at=AT.replace(second=12), settle_s=0.5,
+                    verdict=Verdict(passed=True))
+    probe = read_probe(run, folder)
+    assert not probe.valid and probe.samples_per_s == 1011.7
+    assert probe.latency_ns == 23804813 and probe.latency_bound_ns == 15e6
+    assert probe.duration_s == 12.5 and probe.settings == spec.settings
+
+
+def test_the_report_draws_each_server_search(tmp_path: Path) -> None:
+    book = TuningBook(tmp_path)
+    finished(book, KEY, 1262)
+    records = book.records()
+    assert tuning_view.figures(records)["tuning.png"].startswith(b"\x89PNG")
+    table = "\n".join(tuning_view.section(records))
+    assert "h2/digits/Server" in table and "1198.9" in table and "5%" in table
+
+
+def test_tune_show_prints_current_and_stale_records(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    book = TuningBook(tmp_path / "tuning")
+    finished(book, KEY._replace(image_digest="sha256:0ld0"), 1100)
+    finished(book, KEY, 1262)
+    result = CliRunner().invoke(app, ["tune", "--show", "--output", str(tmp_path)],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "h2/digits/Server" in line]
+    assert len(lines) == 2 and "stale" in lines[0] and "0ld0" in lines[0]
+    assert "current" in lines[1] and "1198.9" in lines[1]
