@@ -16,7 +16,7 @@ from bench.execute import ExecuteOptions, execute
 from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
-from bench.plan_record import Comparison, compare, read_plan, write_plan
+from bench.plan_record import Comparison, compare, read_plan
 from bench.run import Mode, RunKind, RunRecord
 from bench.settle import TargetSet, settle
 from bench.target import RunTarget
@@ -130,13 +130,12 @@ def _provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResul
 
 def bind_images(ctx: CampaignContext, images: Mapping[str, Mapping[str, ProvisionResult]],
                 loadgen_version: str) -> None:
-    """Fix every run's image digest and LoadGen build: the final run keys, and the estimates
-    from the tuning records of exactly these images; the plan is kept for the report."""
+    """Fix every run's image digest and LoadGen build. The run keys and estimates become final
+    once the tuning records of exactly these images are applied (`tuning_steps.apply_tuning`),
+    which keeps the plan for the report."""
     digests = {(host, bench): result.image_id
                for host, per_host in images.items() for bench, result in per_host.items()}
-    ctx.plan = ctx.plan.with_images(digests, loadgen_version).reestimated(
-        ctx.manifests, ctx.rules, ctx.evidence)
-    write_plan(ctx.plan, ctx.campaign.paths.plan)
+    ctx.plan = ctx.plan.with_images(digests, loadgen_version)
 
 
 def describe(ctx: CampaignContext, host: str,

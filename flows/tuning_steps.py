@@ -87,7 +87,9 @@ def tune_host(ctx: CampaignContext, host: str, images: Mapping[str, ProvisionRes
 
 def apply_tuning(ctx: CampaignContext) -> list[str]:
     """Plan the campaign again with the records its runs use on the bound images (each run's
-    settings, and so its key, change with them); a note per record used or stale."""
+    settings, and so its key, change with them), estimate it from what is known now (tuning
+    may just have learned more) and keep it as plan.json; a note per record used or stale,
+    for the caller to log."""
     digests, loadgen = bound(ctx)
     ctx.evidence = evidence_for(ctx.campaign, ctx.inventory)  # with what tuning just learned
     plan, notes = plan_for(ctx.campaign, ctx.manifests, ctx.rules, ctx.evidence, digests,
@@ -95,8 +97,6 @@ def apply_tuning(ctx: CampaignContext) -> list[str]:
     ctx.plan = plan.with_images(digests, loadgen).reestimated(ctx.manifests, ctx.rules,
                                                              ctx.evidence)
     write_plan(ctx.plan, ctx.campaign.paths.plan)  # the plan the runs follow, for the report
-    for note in notes:
-        log.info("tuning: %s", note)
     return notes
 
 
