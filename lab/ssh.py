@@ -105,10 +105,13 @@ class SshHost(Host):
     def connect(self) -> paramiko.Transport:
         """The live transport, connecting (with backoff for transient faults) when needed."""
         with self._lock:
+            if self.outage.spent():
+                raise self._unreachable(None)
             if self._client is not None:
                 transport = self._client.get_transport()
                 if transport is not None and transport.is_active():
-                    self.outage.recovered()
+                    # no recovery yet: a transport that has not noticed its reset looks active,
+                    # and only a channel opened on it shows the link works (`run`, `_sftp`)
                     return transport
                 self._forget_client()
                 self.outage.fault()
@@ -301,6 +304,7 @@ class SshHost(Host):
         except (OSError, EOFError, paramiko.SSHException) as e:
             self.outage.fault()
             raise self._lost(argv, "before the command could start") from e
+        self.outage.recovered()  # the target answered: whatever outage there was is over
         out = OutputTail(self.output_cap_bytes, on_output)
         err = OutputTail(self.output_cap_bytes, on_output)
         try:  # the link may die at any step here: every paramiko fault is a lost command
@@ -363,6 +367,7 @@ class SshHost(Host):
     def _sftp(self) -> paramiko.SFTPClient:
         sftp = paramiko.SFTPClient.from_transport(self.connect())
         assert sftp is not None
+        self.outage.recovered()  # the target answered: whatever outage there was is over
         return sftp
 
     def _lost(self, argv: tuple[str, ...], when: str) -> ConnectionLost:

@@ -107,3 +107,34 @@ def test_a_link_down_is_retried_until_the_budget_ends_it_other_faults_twice() ->
     lost = ConnectionLost("cut", host="h2", argv=("true",))
     assert retried(lost, run_count=RETRIES) and not retried(lost, run_count=RETRIES + 1)
     assert not retried("a verdict is data, not a fault")
+
+
+def test_a_transport_that_looks_active_but_opens_nothing_does_not_end_the_outage() -> None:
+    """A reset the transport has not noticed yet leaves it "active": only a command that starts
+    ends an outage, so a link whose every command is cut is still given up on its budget."""
+    from lab.config import HostConfig
+    from lab.ssh import SshHost
+
+    class Stale:
+        def is_active(self) -> bool:
+            return True
+
+        def open_session(self, timeout: float) -> Any:
+            raise EOFError("reset")
+
+    host = SshHost(HostConfig.model_validate(
+        {"name": "h", "address": "127.0.0.9", "outage_budget_s": 1}))
+    clock = Clock()
+    host.outage = Outage(1, clock)
+    host._client = SimpleNamespace(get_transport=Stale, close=lambda: None)  # type: ignore[assignment]
+    for _ in range(3):
+        try:
+            host.run(["true"])
+        except ConnectionLost:
+            clock.now += 0.4
+    try:
+        host.run(["true"])
+    except HostUnreachable as e:
+        assert "outage_budget_s: 1" in str(e)
+    else:
+        raise AssertionError("a host whose every command is cut was not given up")
