@@ -208,6 +208,8 @@ class Campaign(Strict):
     tune_resolution: Annotated[float, Field(gt=0, lt=1)] = 0.02  # (hi - lo) / lo to stop at
     tune_margin: Annotated[float, Field(ge=0, lt=0.5)] = 0.05  # the official run's back-off
     tune_probe_s: Annotated[float, Field(ge=1, le=3600)] | None = None  # default: by mode
+    # a Server search's confirmation; default: the official run's minimum duration, up to 120 s
+    tune_confirm_s: Annotated[float, Field(ge=1, le=3600)] | None = None
 
     @field_validator("inventory", "output_dir", "inference_repo", "power_dev")
     @classmethod

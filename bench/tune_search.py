@@ -15,8 +15,13 @@ again takes exactly the step it would have taken, from the probes its record hol
   until it has both ends (shrinking at once below what an overloaded probe completed: each
   probe above the host's capacity costs the time its queue takes to drain), then bisected
   (geometric midpoint) until (hi - lo) / lo <= resolution.
-  The official run backs off by the margin, and one confirming probe at that value must be
-  VALID: if it is not, it becomes the bracket's new upper end and the search goes on.
+  The official run backs off by the margin, and a confirming probe at that value, as long as
+  the official run (`SearchConfig.confirm_s`), must pass: VALID, with the latency percentile
+  within HEADROOM of the bound. Short probes are optimistic on a machine whose speed drifts
+  from one minute to the next; a confirmation as long as the run sees what the run will see.
+  A failed confirmation takes the margin off once more and confirms that value, up to
+  `max_confirms` times; then the lowest value is taken, logged as unconfirmed. Confirmations
+  never move the bracket and do not count against the probe budget.
 
 The margin always errs on the side that keeps the official run VALID: a Server target goes
 down, an Offline expected rate goes up (LoadGen issues 1.1 x target_qps x min_duration samples:
@@ -34,6 +39,9 @@ from bench.run import Scenario
 from bench.tuning_record import Probe
 
 SERVER_LIKE = (Scenario.SERVER, Scenario.INTERACTIVE)
+# a confirmation passes with its latency percentile within this share of the bound: a run
+# that just meets the bound in one minute misses it in the next on a drifting machine
+HEADROOM = 2 / 3
 STREAMS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
 # LoadGen generates twice the stream queries the expected latency calls for: an expected
 # latency above 1.5 x the mean would leave too little slack for a slower official run
@@ -49,7 +57,9 @@ class SearchConfig:
     grow: float = 2.0  # the factor of each bracketing step
     max_probes: int = 16  # a search that has not converged by then takes its best VALID
     min_qps: float = 0.5  # below this no Server target is tried
-    confirm: bool = True  # a Server search ends with one VALID probe at the chosen value
+    confirm: bool = True  # a Server search ends with a passing probe at the chosen value
+    confirm_s: float | None = None  # the confirmation's minimum duration (None: a probe's)
+    max_confirms: int = 3  # failed confirmations before the lowest value is taken unconfirmed
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,8 @@ class Try:
 
     value: float
     why: str
+    seconds: float | None = None  # the probe's minimum duration (None: the search's probe length)
+    confirm: bool = False  # a confirmation of the chosen value, not a step of the search
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,8 @@ def _measured(scenario: Scenario, probe: Probe) -> float | None:
 
 def bracket(scenario: Scenario, probes: Sequence[Probe]) -> tuple[float | None, float | None]:
     """(lo, hi): the highest VALID target below the lowest INVALID one, and that INVALID one."""
-    tried = [(v, p.valid) for p in probes if (v := probed(p, scenario)) is not None]
+    tried = [(v, p.valid) for p in probes
+             if not p.confirm and (v := probed(p, scenario)) is not None]
     invalid = [v for v, ok in tried if not ok]
     hi = min(invalid) if invalid else None
     below = [v for v, ok in tried if ok and (hi is None or v < hi)]
@@ -139,10 +152,11 @@ def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
     lo, hi = bracket(scenario, probes)
     if not probes:
         return Try(_round(start), "start")
-    if len(probes) >= config.max_probes:
-        chosen = _round(lo * (1 - config.margin)) if lo else None
-        return Stop(lo, chosen, f"{len(probes)} probes, the search's budget: took the highest "
-                                "VALID target below every INVALID one")
+    searched = [p for p in probes if not p.confirm]
+    if len(searched) >= config.max_probes:
+        return _confirmed(scenario, lo, probes, config,
+                          f"{len(searched)} probes, the search's budget: took the highest VALID "
+                          "target below every INVALID one")
     if hi is None:
         assert lo is not None  # every probe VALID
         return Try(_round(lo * config.grow), f"{lo:g} VALID: grow")
@@ -156,11 +170,40 @@ def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
         return Try(_round(max(step, config.min_qps)), f"{hi:g} INVALID: shrink")
     if hi / lo - 1 > config.resolution:
         return Try(_between(lo, hi), f"bisect {lo:g} (VALID) .. {hi:g} (INVALID)")
-    chosen = _round(lo * (1 - config.margin))
-    confirmed = any(_same(probed(p, scenario), chosen) for p in probes)
-    if config.confirm and config.margin > 0 and not confirmed:
-        return Try(chosen, f"confirm {chosen:g} ({lo:g} less the margin)")
-    return Stop(lo, chosen, f"{lo:g} VALID, {hi:g} INVALID (within {config.resolution:.0%})")
+    return _confirmed(scenario, lo, probes, config,
+                      f"{lo:g} VALID, {hi:g} INVALID (within {config.resolution:.0%})")
+
+
+def passes(probe: Probe) -> bool:
+    """A confirmation passes VALID with its latency percentile within HEADROOM of the bound."""
+    if not probe.valid:
+        return False
+    if probe.latency_ns is None or probe.latency_bound_ns is None:
+        return True
+    return probe.latency_ns <= HEADROOM * probe.latency_bound_ns
+
+
+def _confirmed(scenario: Scenario, found: float | None, probes: Sequence[Probe],
+               config: SearchConfig, why: str) -> Step:
+    """The found value less the margin, confirmed by a probe as long as the official run; each
+    failed confirmation takes the margin (at least the resolution) off once more."""
+    if found is None:
+        return Stop(None, None, why)
+    chosen = _round(found * (1 - config.margin))
+    if not config.confirm:
+        return Stop(found, chosen, why)
+    step = max(config.margin, config.resolution)
+    for confirmation in (p for p in probes if p.confirm):
+        if passes(confirmation):
+            return Stop(found, probed(confirmation, scenario), f"{why}; confirmed")
+        chosen = _round(min(chosen, probed(confirmation, scenario) or chosen) * (1 - step))
+    failed = sum(1 for p in probes if p.confirm)
+    if failed >= config.max_confirms:
+        return Stop(found, chosen, f"{why}; {failed} confirmations failed: {chosen:g} taken "
+                                   "unconfirmed")
+    again = f", after {failed} failed" if failed else ""
+    return Try(chosen, f"confirm {chosen:g} ({found:g} less the margin{again})",
+               seconds=config.confirm_s, confirm=True)
 
 
 def _between(lo: float, hi: float) -> float:

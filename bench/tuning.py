@@ -42,6 +42,7 @@ log = logging.getLogger("subrun.tuning")
 PROBE_S = {Mode.SHORT: 10.0, Mode.SUBMISSION: 60.0}  # a probe's minimum duration by mode
 PROBE_OVERHEAD_S = 10.0  # container start, warm-up, collection: for the probe's time-out
 MAX_STRETCH = 4.0  # the longest a Server probe may last, in its minimum durations
+CONFIRM_MAX_S = 120.0  # a confirmation lasts the official run's minimum duration, up to this
 PROBE_REPEATS = 1000  # attempts one probe key may have across searches of one run store
 # what a probe sets itself: the run's own durations and counts never reach a probe
 OWN_KEYS = ("min_duration", "max_duration", "min_query_count", "max_query_count")
@@ -61,13 +62,29 @@ class TuneJob:
     probe_s: float = PROBE_S[Mode.SHORT]
 
 
-def search_config(campaign: Campaign, scenario: Scenario) -> SearchConfig:
-    """The campaign's resolution and margin; a Server search goes no lower than the load at
-    which LoadGen's minimum query count (short mode's) stretches a probe past MAX_STRETCH
-    times its duration: below it each probe costs minutes and tells what the noise does."""
+def search_config(campaign: Campaign, scenario: Scenario,
+                  run_s: float | None = None) -> SearchConfig:
+    """The campaign's resolution and margin, and a confirmation as long as the official run
+    (run_s, its minimum duration; None: its mode's); a Server search goes no lower than the
+    load at which LoadGen's minimum query count (short mode's) stretches a probe past
+    MAX_STRETCH times its duration: below it each probe costs minutes and tells what the noise
+    does."""
     queries = ShortMode().min_query_count.get(scenario, 1)
     return SearchConfig(resolution=campaign.tune_resolution, margin=campaign.tune_margin,
-                        min_qps=max(0.5, queries / (MAX_STRETCH * probe_seconds(campaign))))
+                        min_qps=max(0.5, queries / (MAX_STRETCH * probe_seconds(campaign))),
+                        confirm_s=confirm_seconds(campaign, run_s))
+
+
+def confirm_seconds(campaign: Campaign, run_s: float | None = None) -> float:
+    """A confirmation's minimum duration: the campaign's `tune_confirm_s`, else the official
+    run's (short mode's second unless its settings set one; submission mode's ten minutes)
+    up to CONFIRM_MAX_S, and never shorter than a probe."""
+    if campaign.tune_confirm_s:
+        return campaign.tune_confirm_s
+    if run_s is None:
+        run_s = ShortMode().min_duration_ms / 1000 if campaign.mode is Mode.SHORT \
+            else CONFIRM_MAX_S
+    return max(probe_seconds(campaign), min(run_s, CONFIRM_MAX_S))
 
 
 def probe_seconds(campaign: Campaign) -> float:
@@ -75,15 +92,16 @@ def probe_seconds(campaign: Campaign) -> float:
     return campaign.tune_probe_s or PROBE_S[campaign.mode]
 
 
-def probe_spec(job: TuneJob, value: float) -> RunSpec:
-    """The run of one probe at value (always short mode: a probe is never submitted)."""
+def probe_spec(job: TuneJob, value: float, seconds: float | None = None) -> RunSpec:
+    """The run of one probe at value lasting seconds (None: the job's probe length); always
+    short mode: a probe is never submitted."""
     scenario = job.key.scenario
     extra = {k: v for k, v in job.targets.extra.items() if k.rsplit(".", 1)[-1] not in OWN_KEYS}
     targets = PerfTargets(target_qps=None if scenario in _STREAMS else value,
                           target_latency_ms=value if scenario in _STREAMS else None,
                           extra=extra)
     settings = run_settings(scenario, Mode.SHORT, targets,
-                            ShortMode(min_duration_ms=round(job.probe_s * 1000)))
+                            ShortMode(min_duration_ms=round((seconds or job.probe_s) * 1000)))
     return RunSpec(host=job.key.host, benchmark=job.key.benchmark, model=job.model,
                    scenario=scenario, kind=RunKind.TUNING, mode=Mode.SHORT,
                    round=job.key.round, settings=settings, image_digest=job.key.image_digest,
@@ -111,8 +129,8 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
                  tuned_key(scenario), step.value, step.why)
         with (around or _nothing)(f"{key.host}/{key.benchmark}/{scenario.value} "
                                   f"{step.value:g}"):
-            probe = run_probe(target, job, step.value, store, rules)
-        record = book.add_probe(key, probe)
+            probe = run_probe(target, job, step.value, store, rules, seconds=step.seconds)
+        record = book.add_probe(key, probe.model_copy(update={"confirm": step.confirm}))
         if on_probe is not None:
             on_probe(record, probe)
     chosen: dict[str, Setting] = {tuned_key(scenario): step.chosen} if step.chosen else {}
@@ -122,11 +140,13 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
 
 
 def run_probe(target: RunTarget, job: TuneJob, value: float, store: RunStore,
-              rules: RoundRules) -> Probe:
-    """One probe at value, through the runner every run takes; a probe of these settings
-    still running on the target (a controller killed mid-probe) is reattached."""
-    spec = probe_spec(job, value)
-    run = execute(target, PlannedRun(spec, job.probe_s + PROBE_OVERHEAD_S), store, rules,
+              rules: RoundRules, *, seconds: float | None = None) -> Probe:
+    """One probe at value lasting seconds (None: the job's probe length), through the runner
+    every run takes; a probe of these settings still running on the target (a controller
+    killed mid-probe) is reattached."""
+    spec = probe_spec(job, value, seconds)
+    run = execute(target, PlannedRun(spec, (seconds or job.probe_s) + PROBE_OVERHEAD_S),
+                  store, rules,
                   options=ExecuteOptions(max_reruns=PROBE_REPEATS, again=True))
     return read_probe(run, store.path(run.key, run.attempt))
 

@@ -56,6 +56,7 @@ class Probe(BaseModel):
     duration_s: float  # wall time of the probe, container start to collection
     at: datetime
     attempt: str = ""  # the store folder of the probe's attempt, for the logs
+    confirm: bool = False  # a confirmation of the chosen value, as long as the official run
 
 
 class TuningRecord(BaseModel):

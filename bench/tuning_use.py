@@ -21,6 +21,7 @@ from bench.estimate import FALLBACK_QPS
 from bench.manifest import Manifest
 from bench.plan import targets_for
 from bench.run import Scenario
+from bench.settings import PerfTargets
 from bench.tune_search import SERVER_LIKE, STREAMS
 from bench.tuning import TuneJob, probe_seconds, search_config
 from bench.tuning_record import TuningBook, TuningKey, TuningRecord
@@ -140,9 +141,16 @@ def plan_tuning(campaign: Campaign, manifests: Mapping[str, Manifest], book: Tun
             else (targets.target_qps or FALLBACK_QPS)
         planned.append(Planned(triple, TuneJob(
             key=key, start=start, model=manifest.official_model, targets=targets, fresh=fresh,
-            campaign=campaign.name, config=search_config(campaign, triple[2]),
+            campaign=campaign.name, config=search_config(campaign, triple[2],
+                                                         run_seconds(targets)),
             probe_s=probe_seconds(campaign)), "tune"))
     return planned
+
+
+def run_seconds(targets: PerfTargets) -> float | None:
+    """The official run's minimum duration when its settings set one (`min_duration`, ms)."""
+    ms = targets.extra.get("min_duration")
+    return float(ms) / 1000 if isinstance(ms, int | float) and ms > 0 else None
 
 
 def with_start(job: TuneJob, book: TuningBook) -> TuneJob:

@@ -165,6 +165,7 @@ class SearchTrace:
     valid: Sequence[bool]
     chosen: float | None = None
     bound_ms: float | None = None
+    confirm: Sequence[bool] = ()  # the probes that confirmed the chosen value (run-long)
 
 
 def tuning_searches(searches: Sequence[SearchTrace], title: str) -> bytes | None:
@@ -175,12 +176,17 @@ def tuning_searches(searches: Sequence[SearchTrace], title: str) -> bytes | None
         return None
     fig, axes = plt.subplots(len(searches), 1, figsize=(7, 2.8 * len(searches)), squeeze=False)
     for ax, s in zip(axes[:, 0], searches, strict=True):
-        for ok, marker, color, name in ((True, "o", "#15803d", "VALID"),
-                                        (False, "x", "#b91c1c", "INVALID")):
-            points = [(q, lat) for q, lat, v in zip(s.qps, s.latency_ms, s.valid, strict=True)
-                      if v is ok]
+        confirm = list(s.confirm) or [False] * len(s.qps)
+        for ok, check, marker, color, name in (
+                (True, False, "o", "#15803d", "VALID"), (False, False, "x", "#b91c1c", "INVALID"),
+                (True, True, "s", "#15803d", "confirmation VALID"),
+                (False, True, "X", "#b91c1c", "confirmation INVALID")):
+            points = [(q, lat) for q, lat, v, c in zip(s.qps, s.latency_ms, s.valid, confirm,
+                                                       strict=True) if v is ok and c is check]
             if points:
-                ax.scatter(*zip(*points, strict=True), marker=marker, color=color, label=name)
+                ax.scatter(*zip(*points, strict=True), marker=marker, label=name,
+                           **({"facecolors": "none", "edgecolors": color} if check and ok
+                              else {"color": color}))
         for i, (q, lat) in enumerate(zip(s.qps, s.latency_ms, strict=True)):
             ax.annotate(str(i + 1), (q, lat), fontsize=7, xytext=(3, 3),
                         textcoords="offset points")

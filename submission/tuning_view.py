@@ -24,7 +24,7 @@ def figures(records: Sequence[TuningRecord]) -> dict[str, bytes]:
             label=f"{_label(r)}: {len(r.probes)} probes, {r.cost_s:.0f} s",
             qps=[q for q, _ in tried], latency_ms=[p.latency_ns / 1e6 for _, p in tried
                                                    if p.latency_ns],
-            valid=[p.valid for _, p in tried],
+            valid=[p.valid for _, p in tried], confirm=[p.confirm for _, p in tried],
             chosen=float(chosen) if isinstance(chosen, int | float) else None,
             bound_ms=bound / 1e6 if bound else None))
     png = tuning_searches(traces, "Tuning: latency at each target_qps tried")

@@ -15,6 +15,7 @@ from bench.tune_search import (
     Try,
     bracket,
     next_step,
+    passes,
     probed,
     tuned_key,
 )
@@ -29,6 +30,11 @@ def server_probe(qps: float, valid: bool) -> Probe:
                  latency_ns=5e6 if valid else 30e6, duration_s=12.0, at=AT)
 
 
+def answer(step: Try, valid: bool) -> Probe:
+    """The probe a step runs, marked as tune() marks it when it is a confirmation."""
+    return server_probe(step.value, valid).model_copy(update={"confirm": step.confirm})
+
+
 def search(capacity: Callable[[float], bool], start: float,
            config: SearchConfig | None = None) -> tuple[list[Probe], Stop]:
     """Run a whole Server search against a fake host: VALID where capacity says so."""
@@ -37,8 +43,9 @@ def search(capacity: Callable[[float], bool], start: float,
         step = next_step(SERVER, probes, start, config)
         if isinstance(step, Stop):
             return probes, step
-        assert not any(probed(p, SERVER) == step.value for p in probes), "a value tried twice"
-        probes.append(server_probe(step.value, capacity(step.value)))
+        assert step.confirm or not any(probed(p, SERVER) == step.value for p in probes), \
+            "a value searched twice"
+        probes.append(answer(step, capacity(step.value)))
 
 
 @pytest.mark.parametrize("start", [100.0, 1000.0, 2400.0, 6000.0, 50000.0])
@@ -49,6 +56,7 @@ def test_server_search_brackets_then_bisects_to_the_resolution(start: float) -> 
     assert stop.found == lo and 2400 * 0.98 <= lo <= 2400
     assert stop.chosen == pytest.approx(lo * 0.95, rel=1e-3)
     assert probed(probes[-1], SERVER) == stop.chosen and probes[-1].valid  # the confirmation
+    assert probes[-1].confirm and not any(p.confirm for p in probes[:-1])
     assert len(probes) <= 14  # 50 x off costs five halvings more than a close start
 
 
@@ -74,24 +82,67 @@ def test_a_coarser_resolution_costs_fewer_probes() -> None:
     assert stop.found is not None and stop.found >= 2400 / 1.1
 
 
-def test_margin_zero_or_no_confirmation_ends_at_the_bracket() -> None:
+def test_margin_zero_confirms_the_value_found_and_no_confirmation_ends_at_the_bracket() -> None:
     confirmed, stop = search(lambda q: q <= 2400, 1000)
     bare, stop0 = search(lambda q: q <= 2400, 1000, SearchConfig(margin=0.0))
-    assert stop0.chosen == stop0.found == stop.found and len(bare) == len(confirmed) - 1
+    assert stop0.chosen == stop0.found == stop.found and len(bare) == len(confirmed)
+    assert bare[-1].confirm and probed(bare[-1], SERVER) == stop0.found
     unconfirmed, stop1 = search(lambda q: q <= 2400, 1000, SearchConfig(confirm=False))
     assert len(unconfirmed) == len(confirmed) - 1 and stop1.chosen == stop.chosen
+    assert not any(p.confirm for p in unconfirmed)
 
 
-def test_an_invalid_confirmation_searches_on_below_it() -> None:
-    """A host slower at the confirmation (noise) makes that value the new upper end."""
+def test_a_confirmation_lasts_the_official_run_and_never_moves_the_bracket() -> None:
+    config = SearchConfig(confirm_s=60)
+    probes, _ = search(lambda q: q <= 2400, 1000, config)
+    searched = [p for p in probes if not p.confirm]
+    step = next_step(SERVER, searched, 1000, config)
+    assert isinstance(step, Try) and step.confirm and step.seconds == 60
+    failed = answer(step, False)  # an INVALID confirmation below the bracket's VALID end
+    assert bracket(SERVER, [*searched, failed]) == bracket(SERVER, searched)
+    again = next_step(SERVER, [*searched, failed], 1000, config)
+    assert isinstance(again, Try) and again.confirm
+    assert again.value == pytest.approx(step.value * 0.95, rel=1e-3)  # the margin off again
+
+
+def test_a_failed_confirmation_takes_the_margin_off_again() -> None:
+    """A host slower at the confirmation (noise): the next lower value is confirmed, and the
+    value found stays what the search found."""
     probes: list[Probe] = []
     failed: float | None = None
     while isinstance(step := next_step(SERVER, probes, 1000), Try):
-        noisy = failed is None and step.why.startswith("confirm")
+        noisy = failed is None and step.confirm
         failed = step.value if noisy else failed
-        probes.append(server_probe(step.value, step.value <= 2400 and not noisy))
-    assert failed is not None and step.found is not None and step.found < failed
-    assert probes[-1].valid and probed(probes[-1], SERVER) == step.chosen
+        probes.append(answer(step, step.value <= 2400 and not noisy))
+    assert failed is not None and step.chosen == pytest.approx(failed * 0.95, rel=1e-3)
+    assert step.found is not None and 2400 * 0.98 <= step.found <= 2400
+    assert [p.confirm for p in probes[-2:]] == [True, True] and probes[-1].valid
+
+
+def test_a_valid_confirmation_near_the_bound_fails() -> None:
+    """VALID at 80 % of the bound meets it this minute and misses it the next."""
+    probes, _ = search(lambda q: q <= 2400, 1000)
+    searched = [p for p in probes if not p.confirm]
+    step = next_step(SERVER, searched, 1000)
+    assert isinstance(step, Try) and step.confirm
+    close = answer(step, True).model_copy(update={"latency_ns": 12e6, "latency_bound_ns": 15e6})
+    assert not passes(close)
+    again = next_step(SERVER, [*searched, close], 1000)
+    assert isinstance(again, Try) and again.confirm and again.value < step.value
+    easy = close.model_copy(update={"latency_ns": 9e6})
+    assert passes(easy)
+    stop = next_step(SERVER, [*searched, easy], 1000)
+    assert isinstance(stop, Stop) and stop.chosen == probed(easy, SERVER)
+    assert stop.why.endswith("confirmed")
+
+
+def test_every_confirmation_failing_ends_unconfirmed() -> None:
+    probes: list[Probe] = []
+    while isinstance(step := next_step(SERVER, probes, 1000), Try):
+        probes.append(answer(step, step.value <= 2400 and not step.confirm))
+    assert sum(p.confirm for p in probes) == 3 and "unconfirmed" in step.why
+    lowest = min(probed(p, SERVER) or 0 for p in probes if p.confirm)
+    assert step.chosen is not None and step.chosen < lowest
 
 
 def test_a_valid_probe_above_an_invalid_one_is_noise() -> None:
@@ -99,9 +150,10 @@ def test_a_valid_probe_above_an_invalid_one_is_noise() -> None:
     assert bracket(SERVER, probes) == (1000, 2000)
 
 
-def test_the_probe_budget_ends_the_search_with_the_best_valid() -> None:
+def test_the_probe_budget_ends_the_search_with_the_best_valid_confirmed() -> None:
     probes, stop = search(lambda q: q <= 2400, 1000, SearchConfig(max_probes=4))
-    assert len(probes) == 4 and stop.found == 2000 and "budget" in stop.why
+    assert len(probes) == 5 and stop.found == 2000 and "budget" in stop.why
+    assert probes[-1].confirm and stop.chosen == 1900  # confirmations are not in the budget
 
 
 def test_nothing_valid_down_to_the_floor() -> None:
@@ -117,7 +169,7 @@ def test_resumed_from_the_recorded_probes_the_search_takes_the_same_steps(cut: i
     kept = [Probe.model_validate_json(p.model_dump_json()) for p in whole[:cut]]  # via JSON
     resumed = list(kept)
     while isinstance(step := next_step(SERVER, resumed, 1000), Try):
-        resumed.append(server_probe(step.value, step.value <= 2400))
+        resumed.append(answer(step, step.value <= 2400))
     assert [probed(p, SERVER) for p in resumed] == [probed(p, SERVER) for p in whole]
     assert step == stop
 

@@ -12,7 +12,7 @@ from bench.manifest import load_manifest
 from bench.plan import make_plan
 from bench.rules import load_rules
 from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState, Scenario, Verdict
-from bench.tuning import read_probe
+from bench.tuning import confirm_seconds, probe_spec, read_probe
 from bench.tuning_record import Probe, TuningBook, TuningKey
 from bench.tuning_use import plan_tuning, records_for, tuned_campaign
 from submission import tuning_view
@@ -89,6 +89,24 @@ def test_auto_keeps_current_records_and_true_tunes_once_per_campaign(tmp_path: P
     assert explicit[1].job is None and "target_qps" in explicit[1].why
 
 
+def test_a_confirmation_is_as_long_as_the_run_up_to_its_cap(tmp_path: Path) -> None:
+    """Short probes, a confirmation as long as the official run: 60 s when the run's settings
+    say so, short mode's second (never below a probe), submission mode's capped at 120 s."""
+    book = TuningBook(tmp_path / "tuning")
+    sixty = campaign(tmp_path, {"Server": {"min_duration": 60000}}).model_copy(
+        update={"tune_probe_s": 5})
+    job = plan_tuning(sixty, DIGITS, book, DIGESTS, "6.0.17")[1].job
+    assert job is not None and job.config.confirm_s == 60 and job.probe_s == 5
+    spec = probe_spec(job, 900, job.config.confirm_s)
+    assert spec.settings["*.Server.min_duration"] == 60000 and spec.kind is RunKind.TUNING
+    assert probe_spec(job, 900).settings["*.Server.min_duration"] == 5000
+    short = campaign(tmp_path).model_copy(update={"tune_probe_s": 3})
+    assert confirm_seconds(short) == 3  # short mode's run is a second: a probe's length
+    submission = short.model_copy(update={"mode": Mode.SUBMISSION, "tune_probe_s": None})
+    assert confirm_seconds(submission, 600) == 120 and confirm_seconds(submission) == 120
+    assert confirm_seconds(submission.model_copy(update={"tune_confirm_s": 300}), 600) == 300
+
+
 SUMMARY = """================================================
 MLPerf Results Summary
 ================================================
@@ -126,8 +144,15 @@ def test_a_probe_is_read_from_the_summary_and_invalid_is_information(tmp_path: P
 
 def test_the_report_draws_each_server_search(tmp_path: Path) -> None:
     book = TuningBook(tmp_path)
-    finished(book, KEY, 1262)
+    book.begin(KEY, "c")
+    for qps, valid, confirm in ((1262, True, False), (1300, False, False), (1198.9, True, True)):
+        book.add_probe(KEY, Probe(settings={"*.Server.target_qps": qps}, valid=valid,
+                                  latency_ns=4e6 if valid else 30e6, latency_bound_ns=15e6,
+                                  duration_s=9, at=AT, confirm=confirm))
+    book.finish(KEY, chosen={"*.Server.target_qps": 1198.9}, found=1262, margin=0.05,
+                resolution=0.02)
     records = book.records()
+    assert [p.confirm for p in records[0].probes] == [False, False, True]  # kept in the record
     assert tuning_view.figures(records)["tuning.png"].startswith(b"\x89PNG")
     table = "\n".join(tuning_view.section(records))
     assert "h2/digits/Server" in table and "1198.9" in table and "5%" in table
