@@ -207,6 +207,8 @@ class RunRecord(BaseModel):
     settle_s: float = 0.0  # seconds the host was left idle before this attempt started
     reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
     references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against
+    # why a passing performance attempt no longer stands (a lucky measurement; bench.settle)
+    withdrawn: str = ""
     telemetry: TelemetrySummary | None = None  # the sampler's trace, judged (bench.trace_judge)
 
     @property

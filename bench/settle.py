@@ -8,7 +8,12 @@ disturbed:
   outlier. It is measured again, its better passing attempt stands (bench.submitted), and the test
   logs already collected are verified again against it, as new attempts that run nothing;
 - the test ran *slower*: the test was disturbed, and it is run again; so is a test still faster
-  once the performance run has used up its re-runs (the test was the lucky one).
+  once the performance run has used up its re-runs (the test was the lucky one);
+- unless the reference is the best of several passing measurements and the test measured slower
+  than it twice: then the reference was the lucky one (keeping the best of several picks the
+  luckiest), so re-running the test can never pass. The reference is withdrawn (its record says
+  why, its logs stay, the report lists it), the best measurement not withdrawn stands, and
+  performance is measured again within its bound.
 
 Each run stays within the campaign's re-run bound; the +-10 % bound itself never moves. The
 decisions read only the run store, so a campaign started again continues where it stopped.
@@ -95,6 +100,14 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             log.info("%s ran faster than performance attempt %d: measuring performance again",
                      test.spec.label, performance.attempt)
             runner.measure_again()
+        elif faster is False and lucky(store, runs, performance):
+            why = (f"{test.spec.kind.value} measured slower than it twice; it was the best of "
+                   "several measurements")
+            log.info("%s: performance attempt %d withdrawn (%s)", test.spec.label,
+                     performance.attempt, why)
+            store.update(runs.performance, performance.attempt, withdrawn=why)
+            if may_measure_again(store.attempts(runs.performance), max_reruns):
+                runner.measure_again()
         elif faster is not None and may_measure_again(store.attempts(test.key), max_reruns):
             # slower: the test was disturbed; still faster once performance may not be measured
             # again: the test's own measurement was the outlier
@@ -103,6 +116,34 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             runner.rerun(test.spec.kind)
         else:
             return
+
+
+def lucky(store: RunStore, runs: ComplianceSet, performance: RunRecord) -> bool:
+    """The standing reference is the best of several passing measurements, and compliance tests
+    measured slower than it twice (two measurements: a re-verification is its source's)."""
+    others = [a for a in store.attempts(runs.performance)
+              if passed(a) and not a.withdrawn and a.attempt != performance.attempt]
+    if not others:
+        return False
+    slower = set()
+    for key in runs.tests.values():
+        attempts = {a.attempt: a for a in store.attempts(key)}
+        for a in attempts.values():
+            if (a.references.get(RunKind.PERFORMANCE.value) == performance.attempt
+                    and timing_only(a) and test_was_faster(
+                        a.spec.kind, a.spec.scenario, _verify_text(store, a)) is False):
+                slower.add((key, _source(a, attempts)))
+    return len(slower) >= 2
+
+
+def _source(record: RunRecord, attempts: Mapping[int, RunRecord]) -> int:
+    """The attempt that measured the logs a record judges (following re-verifications)."""
+    seen = set()
+    while record.reverifies is not None and record.reverifies in attempts \
+            and record.attempt not in seen:
+        seen.add(record.attempt)
+        record = attempts[record.reverifies]
+    return record.attempt
 
 
 def _verify_text(store: RunStore, record: RunRecord) -> str:

@@ -29,7 +29,7 @@ ATTEMPT = re.compile(r"^attempt-(\d+)$")
 KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 CHUNK = 1 << 20
 UPDATABLE = frozenset({"state", "finished_at", "exit_status", "log_tail", "verdict", "error",
-                       "settle_s", "reverifies", "references", "telemetry"})
+                       "settle_s", "reverifies", "references", "telemetry", "withdrawn"})
 
 
 class RunStore:

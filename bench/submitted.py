@@ -2,8 +2,9 @@
 
 A performance run may be measured again when a compliance test shows that its first measurement
 was the outlier; submitters then keep the better valid measurement, so the standing attempt of a
-performance run is its best passing one (highest throughput, lowest latency). Every other run
-stands on its latest passing attempt. One rule, in one place, so that the attempt a compliance
+performance run is its best passing one (highest throughput, lowest latency) that settling has
+not withdrawn as a lucky measurement (a withdrawn one only when nothing else passed). Every other
+run stands on its latest passing attempt. One rule, in one place, so that the attempt a compliance
 test was verified against is the attempt the tree shows.
 
 An accuracy run whose only fault is the model's score (below the round's target) still has sound
@@ -48,7 +49,8 @@ def standing(attempts: Iterable[RunRecord]) -> RunRecord | None:
         return None
     if passing[0].spec.kind is not RunKind.PERFORMANCE:
         return max(passing, key=_order)
-    return max(passing, key=lambda a: (rate(a) or float("-inf"), _order(a)))
+    kept = [a for a in passing if not a.withdrawn] or passing
+    return max(kept, key=lambda a: (rate(a) or float("-inf"), _order(a)))
 
 
 def missed_only_accuracy(record: RunRecord | None) -> bool:

@@ -65,11 +65,17 @@ def _cell(cell: RunCell | None) -> str:
 
 def audits(runs: Sequence[StoredRun]) -> list[str]:
     """How the compliance tests were run and judged: Server audits below the performance run's
-    target QPS (derating), and tests verified again against a new performance measurement."""
+    target QPS (derating), tests verified again against a new performance measurement, and
+    performance measurements withdrawn as lucky."""
     latest = latest_attempts(runs, passing_only=False)
     perf = {(r.spec.host, r.spec.benchmark, r.spec.scenario): r for r in latest
             if r.spec.kind is RunKind.PERFORMANCE}
     lines = []
+    for run in runs:
+        if run.record.withdrawn:
+            spec = run.spec
+            lines.append(f"| {spec.host}/{spec.benchmark}/{spec.scenario.value} performance | "
+                         f"attempt {run.record.attempt} withdrawn: {run.record.withdrawn} |")
     for run in latest:
         spec, record = run.spec, run.record
         if not spec.kind.is_compliance:

@@ -54,17 +54,22 @@ def test_a_test_faster_than_a_slow_reference_measures_performance_again(tmp_path
 class Recorder:
     """A runner that stores an attempt per request, with the verification text it is given."""
 
-    def __init__(self, store: RunStore, tmp: Path, outcomes: list[tuple[str, str]]) -> None:
+    def __init__(self, store: RunStore, tmp: Path, outcomes: list[tuple[str, str]],
+                 rate: float = 2.0) -> None:
         self.store, self.tmp, self.outcomes, self.asked = store, tmp, outcomes, []
+        self.rate = rate  # what measuring performance again measures
 
     def measure_again(self) -> RunRecord:
         self.asked.append("performance")
-        return add(self.store, self.tmp, "performance", True, rate=2.0)
+        return add(self.store, self.tmp, "performance", True, rate=self.rate)
 
     def rerun(self, test: RunKind) -> RunRecord:
         self.asked.append(f"rerun {test.value}")
         faster, text = self.outcomes.pop(0)
-        return add(self.store, self.tmp, test.value, faster == "pass", text=text)
+        standing = self.store.standing(spec_for("SingleStream", "performance").key)
+        assert standing is not None
+        return add(self.store, self.tmp, test.value, faster == "pass", text=text,
+                   references={"performance": standing.attempt})
 
     def reverify(self, test: RunRecord, performance: RunRecord) -> RunRecord:
         self.asked.append(f"reverify {test.spec.kind.value}")
@@ -99,6 +104,59 @@ def test_a_slower_test_is_run_again_within_the_bound(tmp_path: Path) -> None:
     settle(store, runs, runner, max_reruns=2)
     assert runner.asked == ["rerun TEST01", "rerun TEST01"]  # 3 measured attempts: the bound
     assert not is_settled(store, runs)
+    assert not store.attempts(runs.performance)[0].withdrawn  # one measurement: not lucky
+
+
+def lucky_set(tmp_path: Path) -> tuple[RunStore, Path, ComplianceSet]:
+    """Performance measured twice, the second luckily fast (it stands); TEST01 slower."""
+    store, files = RunStore(tmp_path / "store"), tmp_path / "files"
+    files.mkdir()
+    add(store, files, "performance", True, rate=1.0)
+    add(store, files, "performance", True, rate=1.5)
+    add(store, files, "TEST01", False, text=SLOWER, references={"performance": 2})
+    return store, files, ComplianceSet(spec_for("SingleStream", "performance").key,
+                                       {RunKind.TEST01: spec_for("SingleStream", "TEST01").key})
+
+
+def test_a_lucky_reference_slower_twice_is_withdrawn_and_measured_again(tmp_path: Path) -> None:
+    """The best of several measurements, and the test slower than it twice: re-running the test
+    could never pass, so the reference is withdrawn and performance measured again."""
+    store, files, runs = lucky_set(tmp_path)
+    runner = Recorder(store, files, [("fail", SLOWER)], rate=1.1)
+    settle(store, runs, runner, max_reruns=2)
+    assert runner.asked == ["rerun TEST01", "performance", "reverify TEST01"]
+    perf = store.attempts(runs.performance)
+    assert "slower than it twice" in perf[1].withdrawn and not perf[0].withdrawn
+    standing = store.standing(runs.performance)
+    assert standing is not None and standing.attempt == 3  # the best not withdrawn
+    assert is_settled(store, runs)
+    assert store.path(runs.performance, 2).is_dir()  # withdrawn, its logs kept
+    from submission.inputs import StoredRun
+    from submission.sections import audits
+    table = "\n".join(audits([StoredRun(r, store.path(r.key, r.attempt)) for key in
+                              (runs.performance, *runs.tests.values())
+                              for r in store.attempts(key)]))
+    assert "performance | attempt 2 withdrawn: TEST01 measured slower than it twice" in table
+
+
+def test_a_re_verification_is_not_a_second_measurement(tmp_path: Path) -> None:
+    store, files, runs = lucky_set(tmp_path)
+    add(store, files, "TEST01", False, text=SLOWER, reverifies=1,
+        references={"performance": 2})  # the same logs, judged again: one measurement
+    runner = Recorder(store, files, [("pass", "TEST PASS\n")])
+    settle(store, runs, runner, max_reruns=2)
+    assert runner.asked == ["rerun TEST01"]
+    assert not any(a.withdrawn for a in store.attempts(runs.performance))
+
+
+def test_a_withdrawn_reference_stands_only_when_nothing_else_passed(tmp_path: Path) -> None:
+    from bench.submitted import standing
+
+    store, _, runs = lucky_set(tmp_path)
+    fast = store.update(runs.performance, 2, withdrawn="lucky")
+    slow = store.attempts(runs.performance)[0]
+    assert standing([slow, fast]) == slow
+    assert standing([fast]) == fast
 
 
 def test_a_faster_test_is_reverified_against_the_new_measurement(tmp_path: Path) -> None:
