@@ -21,6 +21,7 @@ from bench.rules import load_rules
 from bench.run import Check, RunKind, RunRecord, Verdict
 from bench.settle import ComplianceSet, TargetSet, is_settled, settle
 from bench.store import RunStore
+from bench.submitted import passed
 from bench.verdict import judge_dir
 from lab.config import Inventory
 from testkit.submission_runs import TinySet, one_run, spec_for, tiny_sut
@@ -210,16 +211,54 @@ def test_on_a_lab_host_a_slow_reference_is_measured_again_not_the_tests(
         assert standing is not None and standing.attempt >= 2
 
 
-def slowed(attempt: Path, out: Path) -> None:
-    """A copy of an Offline attempt's files whose logs report 70 % less throughput."""
+def slowed(attempt: Path, out: Path, factor: float = 0.3) -> None:
+    """A copy of an Offline attempt's files whose logs report factor x its throughput (70 %
+    less by default)."""
     shutil.copytree(attempt, out, ignore=shutil.ignore_patterns("run.json"))
     for log in out.rglob("mlperf_log_*.txt"):
         text = log.read_text()
         text = re.sub(r'("key": "result_samples_per_second", "value": )([0-9.e+]+)',
-                      lambda m: f"{m.group(1)}{float(m.group(2)) * 0.3}", text)
+                      lambda m: f"{m.group(1)}{float(m.group(2)) * factor}", text)
         text = re.sub(r"^(Samples per second: )([0-9.e+]+)$",
-                      lambda m: f"{m.group(1)}{float(m.group(2)) * 0.3}", text, flags=re.M)
+                      lambda m: f"{m.group(1)}{float(m.group(2)) * factor}", text, flags=re.M)
         log.write_text(text)
+
+
+def test_a_real_lucky_reference_is_withdrawn_and_the_tests_logs_verified_again(
+        tmp_path: Path) -> None:
+    """Real LoadGen runs of the tiny SUT: performance measured once, and a second attempt whose
+    logs claim three times the throughput (a lucky measurement: it stands, being the best).
+    TEST01 measures slower than it, and again when run again (TEST04 fails only faster): the
+    lucky attempt is withdrawn with its logs kept, performance is measured again, and the tests'
+    collected logs are verified against the new standing attempt, not run a third time."""
+    store, work = RunStore(tmp_path / "store"), tmp_path / "work"
+    accuracy = one_run(store, work, "Offline", "accuracy").record
+    tiny = TinySet(store, work, "Offline", accuracy)
+    first = one_run(store, work, "Offline", "performance")
+    slowed(first.folder, tmp_path / "lucky", factor=3.0)
+    store.add_attempt(first.spec, tmp_path / "lucky", verdict=judge_dir(
+        first.spec, tmp_path / "lucky", RULES), exit_status=0)
+    standing = store.standing(first.record.key)
+    assert standing is not None and standing.attempt == 2  # the lucky one stands
+    tests = {kind: one_run(store, work, "Offline", kind.value, refs=tiny.refs()).record
+             for kind in (RunKind.TEST01, RunKind.TEST04)}
+    assert not passed(tests[RunKind.TEST01])  # slower than the lucky reference
+    runs = ComplianceSet(first.record.key, {k: t.key for k, t in tests.items()})
+    settle(store, runs, tiny, max_reruns=2)
+
+    perf = store.attempts(first.record.key)
+    assert "slower than it twice" in perf[1].withdrawn and not perf[0].withdrawn
+    assert len(perf) == 3 and perf[2].reverifies is None  # measured again
+    assert store.path(first.record.key, 2).is_dir()  # withdrawn, not deleted
+    standing = store.standing(first.record.key)
+    assert standing is not None and standing.attempt != 2
+    test01 = store.attempts(runs.tests[RunKind.TEST01])
+    assert [a.reverifies for a in test01] == [None, None, 2]  # measured twice, then re-verified
+    assert measured_attempts(test01) == 2
+    assert test01[2].references["performance"] == standing.attempt
+    test04 = store.attempts(runs.tests[RunKind.TEST04])
+    assert test04[-1].references["performance"] == standing.attempt  # re-verified too
+    assert measured_attempts(test04) == 1
 
 
 def test_a_test_still_faster_when_performance_is_spent_is_run_again(tmp_path: Path) -> None:
