@@ -9,11 +9,12 @@ disturbed:
   logs already collected are verified again against it, as new attempts that run nothing;
 - the test ran *slower*: the test was disturbed, and it is run again; so is a test still faster
   once the performance run has used up its re-runs (the test was the lucky one);
-- unless the reference is the best of several passing measurements and the test measured slower
-  than it twice: then the reference was the lucky one (keeping the best of several picks the
-  luckiest), so re-running the test can never pass. The reference is withdrawn (its record says
-  why, its logs stay, the report lists it), the best measurement not withdrawn stands, and
-  performance is measured again within its bound.
+- unless the tests measured slower than the reference twice (two measurements: a
+  re-verification is its source's): then the reference is the doubtful one, and re-running the
+  test may never pass. A reference measured only once is measured again (within its bound); one
+  that is the best of several passing measurements is withdrawn (keeping the best of several
+  keeps the luckiest; its record says why, its logs stay, the report lists it), and the tests'
+  collected logs are verified again against the best measurement not withdrawn.
 
 Each run stays within the campaign's re-run bound; the +-10 % bound itself never moves. The
 decisions read only the run store, so a campaign started again continues where it stopped.
@@ -79,8 +80,8 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
     re-run bound of the run to repeat is spent."""
     keys = [runs.performance, *runs.tests.values()]
     made = -1
-    while (count := sum(len(store.attempts(k)) for k in keys)) > made:
-        made = count  # every round adds an attempt, or settling ends
+    while (count := _progress(store, keys)) > made:
+        made = count  # every round adds or withdraws an attempt, or settling ends
         performance = store.standing(runs.performance)
         if performance is None:
             return  # no reference: the tests' verdicts say so, nothing to settle against
@@ -100,14 +101,18 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             log.info("%s ran faster than performance attempt %d: measuring performance again",
                      test.spec.label, performance.attempt)
             runner.measure_again()
-        elif faster is False and lucky(store, runs, performance):
+        elif faster is False and slower_twice(store, runs, performance) and others(
+                store, runs, performance):
             why = (f"{test.spec.kind.value} measured slower than it twice; it was the best of "
                    "several measurements")
             log.info("%s: performance attempt %d withdrawn (%s)", test.spec.label,
                      performance.attempt, why)
             store.update(runs.performance, performance.attempt, withdrawn=why)
-            if may_measure_again(store.attempts(runs.performance), max_reruns):
-                runner.measure_again()
+        elif faster is False and slower_twice(store, runs, performance) and may_measure_again(
+                store.attempts(runs.performance), max_reruns):
+            log.info("%s ran slower than performance attempt %d twice: measuring performance "
+                     "again", test.spec.label, performance.attempt)
+            runner.measure_again()
         elif faster is not None and may_measure_again(store.attempts(test.key), max_reruns):
             # slower: the test was disturbed; still faster once performance may not be measured
             # again: the test's own measurement was the outlier
@@ -118,13 +123,21 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             return
 
 
-def lucky(store: RunStore, runs: ComplianceSet, performance: RunRecord) -> bool:
-    """The standing reference is the best of several passing measurements, and compliance tests
-    measured slower than it twice (two measurements: a re-verification is its source's)."""
-    others = [a for a in store.attempts(runs.performance)
-              if passed(a) and not a.withdrawn and a.attempt != performance.attempt]
-    if not others:
-        return False
+def _progress(store: RunStore, keys: Sequence[str]) -> int:
+    """Attempts made plus attempts withdrawn: every round of settling raises it."""
+    return sum(len(a) + sum(1 for r in a if r.withdrawn)
+               for a in (store.attempts(k) for k in keys))
+
+
+def others(store: RunStore, runs: ComplianceSet, performance: RunRecord) -> bool:
+    """Passing performance measurements besides the standing one, none withdrawn."""
+    return any(passed(a) and not a.withdrawn and a.attempt != performance.attempt
+               for a in store.attempts(runs.performance))
+
+
+def slower_twice(store: RunStore, runs: ComplianceSet, performance: RunRecord) -> bool:
+    """Compliance tests measured slower than the standing reference twice (two measurements: a
+    re-verification is its source's)."""
     slower = set()
     for key in runs.tests.values():
         attempts = {a.attempt: a for a in store.attempts(key)}
