@@ -97,19 +97,18 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
             return
         test = failing[0]
         faster = test_was_faster(test.spec.kind, test.spec.scenario, _verify_text(store, test))
+        doubted = faster is False and slower_twice(store, runs, performance)
         if faster and may_measure_again(store.attempts(runs.performance), max_reruns):
             log.info("%s ran faster than performance attempt %d: measuring performance again",
                      test.spec.label, performance.attempt)
             runner.measure_again()
-        elif faster is False and slower_twice(store, runs, performance) and others(
-                store, runs, performance):
+        elif doubted and others(store, runs, performance):
             why = (f"{test.spec.kind.value} measured slower than it twice; it was the best of "
                    "several measurements")
             log.info("%s: performance attempt %d withdrawn (%s)", test.spec.label,
                      performance.attempt, why)
             store.update(runs.performance, performance.attempt, withdrawn=why)
-        elif faster is False and slower_twice(store, runs, performance) and may_measure_again(
-                store.attempts(runs.performance), max_reruns):
+        elif doubted and may_measure_again(store.attempts(runs.performance), max_reruns):
             log.info("%s ran slower than performance attempt %d twice: measuring performance "
                      "again", test.spec.label, performance.attempt)
             runner.measure_again()
@@ -150,11 +149,10 @@ def slower_twice(store: RunStore, runs: ComplianceSet, performance: RunRecord) -
 
 
 def _source(record: RunRecord, attempts: Mapping[int, RunRecord]) -> int:
-    """The attempt that measured the logs a record judges (following re-verifications)."""
-    seen = set()
-    while record.reverifies is not None and record.reverifies in attempts \
-            and record.attempt not in seen:
-        seen.add(record.attempt)
+    """The attempt that measured the logs a record judges (following re-verifications, each of
+    an earlier attempt)."""
+    while record.reverifies is not None and record.reverifies < record.attempt \
+            and record.reverifies in attempts:
         record = attempts[record.reverifies]
     return record.attempt
 

@@ -192,12 +192,12 @@ def _confirmed(scenario: Scenario, found: float | None, probes: Sequence[Probe],
     chosen = _round(found * (1 - config.margin))
     if not config.confirm:
         return Stop(found, chosen, why)
-    step = max(config.margin, config.resolution)
+    step, failed = max(config.margin, config.resolution), 0
     for confirmation in (p for p in probes if p.confirm):
         if passes(confirmation):
             return Stop(found, probed(confirmation, scenario), f"{why}; confirmed")
         chosen = _round(min(chosen, probed(confirmation, scenario) or chosen) * (1 - step))
-    failed = sum(1 for p in probes if p.confirm)
+        failed += 1
     if failed >= config.max_confirms:
         return Stop(found, chosen, f"{why}; {failed} confirmations failed: {chosen:g} taken "
                                    "unconfirmed")

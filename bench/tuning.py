@@ -129,8 +129,9 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
                  tuned_key(scenario), step.value, step.why)
         with (around or _nothing)(f"{key.host}/{key.benchmark}/{scenario.value} "
                                   f"{step.value:g}"):
-            probe = run_probe(target, job, step.value, store, rules, seconds=step.seconds)
-        record = book.add_probe(key, probe.model_copy(update={"confirm": step.confirm}))
+            probe = run_probe(target, job, step.value, store, rules, seconds=step.seconds) \
+                .model_copy(update={"confirm": step.confirm})
+        record = book.add_probe(key, probe)
         if on_probe is not None:
             on_probe(record, probe)
     chosen: dict[str, Setting] = {tuned_key(scenario): step.chosen} if step.chosen else {}
