@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from lab.config import HostConfig, Inventory, load_inventory
+from lab.errors import SubrunError
 from lab.host import Host
 from lab.transport import open_host
+from tests.support.power_inventory import stop_lab_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
@@ -29,6 +31,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lab_power_daemons_stopped() -> Iterator[None]:
+    """The lab's power daemons outlive the campaigns that start them (by design: the next run
+    reuses them); a test session stops the ones still running at its end, so it leaves no
+    process listening on the analyzers' ports."""
+    yield
+    path = LAB / "hosts.yaml"
+    if not path.exists():
+        return
+    try:
+        inventory = load_inventory(path)
+        for analyzer in inventory.analyzers:
+            stop_lab_daemon(inventory, analyzer.name)
+    except SubrunError as e:
+        print(f"\nthe lab's power daemons were not stopped: {e}")
 
 
 @pytest.fixture(scope="session")
