@@ -13,7 +13,7 @@ from lab.config import HostConfig, Inventory, load_inventory
 from lab.errors import SubrunError
 from lab.host import Host
 from lab.transport import open_host
-from tests.support.power_inventory import stop_lab_daemon
+from tests.support.power_inventory import running_lab_daemons, stop_lab_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
@@ -36,16 +36,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def lab_power_daemons_stopped() -> Iterator[None]:
     """The lab's power daemons outlive the campaigns that start them (by design: the next run
-    reuses them); a test session stops the ones still running at its end, so it leaves no
-    process listening on the analyzers' ports."""
+    reuses them); a test session stops the ones it started, so it leaves no process listening
+    on the analyzers' ports. A daemon already running when the session began (a campaign of
+    the same checkout measuring meanwhile) is left alone."""
+    try:
+        inventory = load_inventory(LAB / "hosts.yaml") if (LAB / "hosts.yaml").exists() else None
+        before = running_lab_daemons(inventory) if inventory else set()
+    except SubrunError:
+        inventory = None  # the lab's own fixtures name what is wrong with it
     yield
-    path = LAB / "hosts.yaml"
-    if not path.exists():
+    if inventory is None:
         return
     try:
-        inventory = load_inventory(path)
         for analyzer in inventory.analyzers:
-            stop_lab_daemon(inventory, analyzer.name)
+            stop_lab_daemon(inventory, analyzer.name, unless=before)
     except SubrunError as e:
         print(f"\nthe lab's power daemons were not stopped: {e}")
 

@@ -3,12 +3,14 @@ test's folder: power campaigns need it, and tests choose which host shares which
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from lab.config import Inventory
+from lab.host import Detached
 from lab.transport import open_host
 from power.service import stop_daemon
 
@@ -27,12 +29,24 @@ def with_analyzers(lab_inventory: Path, folder: Path, analyzers: dict[str, str],
     return path
 
 
-def stop_lab_daemon(inventory: Inventory, analyzer: str) -> None:
-    """Stop the daemon a test's own analyzer started on the lab's host `local`, if it runs."""
+def stop_lab_daemon(inventory: Inventory, analyzer: str,
+                    unless: Collection[Detached] = ()) -> None:
+    """Stop the daemon a test's own analyzer started on the lab's host `local`, if it runs
+    and is none of `unless`."""
     local = open_host(inventory.host("local"))
     try:
         daemon = local.find_detached(f"power-daemon-{analyzer}")
-        if daemon is not None:
+        if daemon is not None and daemon not in unless:
             stop_daemon(local, daemon)
+    finally:
+        local.close()
+
+
+def running_lab_daemons(inventory: Inventory) -> set[Detached]:
+    """The power daemons of the inventory's analyzers running on the lab's host `local`."""
+    local = open_host(inventory.host("local"))
+    try:
+        found = (local.find_detached(f"power-daemon-{a.name}") for a in inventory.analyzers)
+        return {d for d in found if d is not None and local.poll_detached(d).running}
     finally:
         local.close()
