@@ -15,6 +15,11 @@ again takes exactly the step it would have taken, from the probes its record hol
   until it has both ends (shrinking at once below what an overloaded probe completed: each
   probe above the host's capacity costs the time its queue takes to drain), then bisected
   (geometric midpoint) until (hi - lo) / lo <= resolution.
+  A target is judged by the majority of its probes. A probe INVALID only by a margin (its
+  latency percentile within MARGINAL x the bound: the host met the bound in a slower minute of
+  a drifting machine) is probed again, and a tie once more; one INVALID probe of an overloaded
+  host (latency far over the bound) is trusted. Without this, one unlucky probe below the
+  host's capacity becomes the bracket's INVALID end and the search never looks above it again.
   The official run backs off by the margin, and a confirming probe at that value, as long as
   the official run (`SearchConfig.confirm_s`), must pass: VALID, with the latency percentile
   within HEADROOM of the bound. Short probes are optimistic on a machine whose speed drifts
@@ -42,6 +47,9 @@ SERVER_LIKE = (Scenario.SERVER, Scenario.INTERACTIVE)
 # a confirmation passes with its latency percentile within this share of the bound: a run
 # that just meets the bound in one minute misses it in the next on a drifting machine
 HEADROOM = 2 / 3
+# an INVALID probe with its latency percentile within this multiple of the bound may be the
+# machine's noise and is probed again; further above, the host was overloaded
+MARGINAL = 2.0
 STREAMS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
 # LoadGen generates twice the stream queries the expected latency calls for: an expected
 # latency above 1.5 x the mean would leave too little slack for a slower official run
@@ -137,13 +145,36 @@ def _measured(scenario: Scenario, probe: Probe) -> float | None:
     return probe.latency_ns / 1e6 if probe.latency_ns else None
 
 
+def marginal(probe: Probe) -> bool:
+    """INVALID with the latency percentile within MARGINAL x the bound: maybe a slow minute."""
+    return (not probe.valid and probe.latency_ns is not None
+            and probe.latency_bound_ns is not None
+            and probe.latency_ns <= MARGINAL * probe.latency_bound_ns)
+
+
+def verdicts(scenario: Scenario, probes: Sequence[Probe]) -> dict[float, bool | None]:
+    """Each searched target's verdict: the majority of its probes; None while undecided (one
+    marginal INVALID probe, or as many VALID as INVALID)."""
+    at: dict[float, list[Probe]] = {}
+    for probe in probes:
+        if not probe.confirm and (value := probed(probe, scenario)) is not None:
+            at.setdefault(value, []).append(probe)
+    judged: dict[float, bool | None] = {}
+    for value, tried in at.items():
+        valid = sum(p.valid for p in tried)
+        invalid = len(tried) - valid
+        alone = len(tried) == 1 and marginal(tried[0])
+        judged[value] = None if alone or valid == invalid else valid > invalid
+    return judged
+
+
 def bracket(scenario: Scenario, probes: Sequence[Probe]) -> tuple[float | None, float | None]:
-    """(lo, hi): the highest VALID target below the lowest INVALID one, and that INVALID one."""
-    tried = [(v, p.valid) for p in probes
-             if not p.confirm and (v := probed(p, scenario)) is not None]
-    invalid = [v for v, ok in tried if not ok]
+    """(lo, hi): the highest VALID target below the lowest INVALID one, and that INVALID one;
+    an undecided target counts as INVALID."""
+    judged = verdicts(scenario, probes)
+    invalid = [v for v, ok in judged.items() if not ok]
     hi = min(invalid) if invalid else None
-    below = [v for v, ok in tried if ok and (hi is None or v < hi)]
+    below = [v for v, ok in judged.items() if ok and (hi is None or v < hi)]
     return (max(below) if below else None), hi
 
 
@@ -157,6 +188,9 @@ def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
         return _confirmed(scenario, lo, probes, config,
                           f"{len(searched)} probes, the search's budget: took the highest VALID "
                           "target below every INVALID one")
+    if hi is not None and verdicts(scenario, probes)[hi] is None:
+        return Try(hi, f"{hi:g} {_tally([p for p in searched if probed(p, scenario) == hi])}: "
+                       "probe again")
     if hi is None:
         assert lo is not None  # every probe VALID
         return Try(_round(lo * config.grow), f"{lo:g} VALID: grow")
@@ -214,6 +248,16 @@ def _between(lo: float, hi: float) -> float:
         if lo < value < hi:
             return value
     return mid
+
+
+def _tally(tried: Sequence[Probe]) -> str:
+    """Why a target is undecided, as the search's log says it."""
+    if len(tried) == 1:
+        ms = (tried[0].latency_ns or 0) / 1e6
+        bound = (tried[0].latency_bound_ns or 0) / 1e6
+        return f"INVALID by a margin ({ms:.3g} ms against {bound:.3g} ms)"
+    valid = sum(p.valid for p in tried)
+    return f"{valid} VALID, {len(tried) - valid} INVALID"
 
 
 def _round(value: float) -> float:

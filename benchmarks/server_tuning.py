@@ -19,7 +19,8 @@ minutes.
 Prints three readings of the sweep, because on a drifting machine VALID and INVALID overlap:
 the threshold that best separates them (the target t for which "VALID up to t, INVALID above"
 misclassifies fewest probes: the host's capacity, read robustly), the highest VALID target
-below the lowest INVALID one (the rule the search follows), and the highest VALID anywhere.
+below the lowest INVALID one (the search's bracket, were each target probed once), and the
+highest VALID anywhere.
 Then the value the search found, its difference from each in %, and what each cost (the
 probes' own seconds, the confirmations' apart, and the wall time). The issue's target: within
 5 % of the sweep at no more than a third of its cost.

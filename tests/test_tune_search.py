@@ -48,6 +48,26 @@ def search(capacity: Callable[[float], bool], start: float,
         probes.append(answer(step, capacity(step.value)))
 
 
+def slow_minute(qps: float) -> Probe:
+    """A probe INVALID by a margin: p99 17.7 ms against the 15 ms bound."""
+    return server_probe(qps, False).model_copy(
+        update={"latency_ns": 17.7e6, "latency_bound_ns": 15e6})
+
+
+def noisy_search(capacity: float, start: float, unlucky: Callable[[float, int], bool],
+                 probes: list[Probe] | None = None) -> tuple[list[Probe], Stop]:
+    """A Server search against a host VALID up to capacity, except where unlucky(target, n)
+    says its n-th probe at that target lands in a slow minute (INVALID by a margin)."""
+    probes = list(probes or [])
+    while isinstance(step := next_step(SERVER, probes, start), Try):
+        n = sum(probed(p, SERVER) == step.value and not p.confirm for p in probes)
+        if not step.confirm and step.value <= capacity and unlucky(step.value, n):
+            probes.append(slow_minute(step.value))
+        else:
+            probes.append(answer(step, step.value <= capacity))
+    return probes, step
+
+
 @pytest.mark.parametrize("start", [100.0, 1000.0, 2400.0, 6000.0, 50000.0])
 def test_server_search_brackets_then_bisects_to_the_resolution(start: float) -> None:
     probes, stop = search(lambda q: q <= 2400, start)
@@ -148,6 +168,50 @@ def test_every_confirmation_failing_ends_unconfirmed() -> None:
 def test_a_valid_probe_above_an_invalid_one_is_noise() -> None:
     probes = [server_probe(1000, True), server_probe(2000, False), server_probe(3000, True)]
     assert bracket(SERVER, probes) == (1000, 2000)
+
+
+def test_one_marginal_invalid_below_the_capacity_does_not_end_the_search_low() -> None:
+    """A slow minute at the first probe above 1500 (the host sustains 2400): probed again,
+    VALID twice of three, and the search goes on up to the capacity."""
+    probes, stop = noisy_search(2400, 1000, lambda q, n: q > 1500 and n == 0)
+    assert stop.found is not None and 2400 * 0.98 <= stop.found <= 2400
+    unlucky = probed(next(p for p in probes if not p.valid), SERVER)
+    assert [p.valid for p in probes if probed(p, SERVER) == unlucky] == [False, True, True]
+    assert unlucky is not None and unlucky < stop.found  # the search looked above it again
+
+
+def test_two_marginal_invalid_probes_decide_and_one_overload_is_trusted() -> None:
+    valid = server_probe(1000, True)
+    again = next_step(SERVER, [valid, slow_minute(2000)], 1000)
+    assert again == Try(2000, "2000 INVALID by a margin (17.7 ms against 15 ms): probe again")
+    twice = next_step(SERVER, [valid, slow_minute(2000), slow_minute(2000)], 1000)
+    assert isinstance(twice, Try) and twice.value == 1414 and "bisect" in twice.why
+    tie = next_step(SERVER, [valid, slow_minute(2000), server_probe(2000, True)], 1000)
+    assert tie == Try(2000, "2000 1 VALID, 1 INVALID: probe again")
+    overload = slow_minute(2000).model_copy(update={"latency_ns": 1.2e9})
+    assert next_step(SERVER, [valid, overload], 1000) == Try(1414, "bisect 1000 (VALID) .. "
+                                                                   "2000 (INVALID)")
+
+
+def test_an_undecided_target_counts_as_invalid_when_the_budget_ends() -> None:
+    probes = [server_probe(1000, True), slow_minute(2000)]
+    assert bracket(SERVER, probes) == (1000, 2000)
+    stop = next_step(SERVER, probes, 1000, SearchConfig(max_probes=2, confirm=False))
+    assert isinstance(stop, Stop) and stop.found == 1000
+
+
+@pytest.mark.parametrize("cut", range(1, 12))
+def test_a_search_resumed_between_a_probe_and_its_second_opinion_takes_the_same_steps(
+        cut: int) -> None:
+    def unlucky(q: float, n: int) -> bool:
+        return q > 1500 and n == 0
+
+    whole, stop = noisy_search(2400, 1000, unlucky)
+    kept = [Probe.model_validate_json(p.model_dump_json()) for p in whole[:cut]]
+    resumed, again = noisy_search(2400, 1000, unlucky, kept)
+    assert [(probed(p, SERVER), p.valid) for p in resumed] == \
+        [(probed(p, SERVER), p.valid) for p in whole]
+    assert again == stop
 
 
 def test_the_probe_budget_ends_the_search_with_the_best_valid_confirmed() -> None:
