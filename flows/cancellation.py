@@ -8,13 +8,17 @@ CANCELLED, the campaign is marked cancelled (no run starts, a run's wait ends, a
 longer waited for) and every run in flight is stopped (TERM, KILL after 2 s), collected into
 the store and recorded `cancelled`. The sweep is repeated each second until the flow ends,
 for an attempt that was starting at that very moment.
+
+The watch knows a campaign only by its name, its `cancelled` event and how to stop its runs in
+flight, so inference and training campaigns share it. A training campaign run by a deployment
+is a subflow of `submission`: it watches the deployment's flow run, the one a user cancels.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -22,20 +26,25 @@ from uuid import UUID
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
 
-from flows import steps
-from flows.context import CampaignContext
+from bench.run import RunRecord
 
 POLL_S = 1.0
 CANCELLING = {StateType.CANCELLING, StateType.CANCELLED}
 
 
 class CancelWatch:
-    """Watches one flow run; stops its campaign's runs once it is being cancelled."""
+    """Watches one flow run; stops its campaign's runs once it is being cancelled.
 
-    def __init__(self, flow_run_id: str, ctx: CampaignContext,
+    `cancelled` is the campaign's event (no run starts once it is set), `stop_runs` stops,
+    collects and records the campaign's runs in flight and returns their records."""
+
+    def __init__(self, flow_run_id: str, campaign: str, cancelled: threading.Event,
+                 stop_runs: Callable[[], Iterable[RunRecord]],
                  logger: logging.Logger | logging.LoggerAdapter[Any]) -> None:
         self.flow_run_id = UUID(flow_run_id)
-        self.ctx = ctx
+        self.campaign = campaign
+        self._cancelled = cancelled
+        self._stop_runs = stop_runs
         self.logger = logger
         self._stop = threading.Event()
         self._sweeping = threading.Lock()
@@ -45,7 +54,7 @@ class CancelWatch:
 
     @property
     def cancelled(self) -> bool:
-        return self.ctx.cancelled.is_set()
+        return self._cancelled.is_set()
 
     def start(self) -> CancelWatch:
         self._thread.start()
@@ -81,13 +90,13 @@ class CancelWatch:
         """Mark the campaign cancelled and stop, collect and record every run in flight."""
         if not self.cancelled:
             self.logger.info("flow run cancelled: stopping campaign %s's runs in flight",
-                             self.ctx.campaign.name)
-        self.ctx.cancelled.set()
+                             self.campaign)
+        self._cancelled.set()
         if not self._owns.is_set():
             return
         with self._sweeping:
             try:
-                for record in steps.cancel_runs(self.ctx):
+                for record in self._stop_runs():
                     self.logger.info("cancelled %s (attempt %s)", record.spec.label,
                                      record.attempt)
             except Exception as e:  # swept again in a second, and by the hook

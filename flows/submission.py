@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from prefect import Flow, Task, flow, get_run_logger, task
@@ -170,6 +171,8 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
         from flows.training import training
 
         ran = training(campaign=resolved, track_history=track_history, return_state=True)
+        if ran.is_cancelled():
+            return Cancelled(message=ran.message)
         found = ran.result(raise_on_failure=False)
         if isinstance(found, BaseException):
             raise found
@@ -178,7 +181,8 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
     ctx = load_context(resolved)
     logger = get_run_logger()
     me = _holder(ctx)
-    watch = CancelWatch(me.flow_run_id, ctx, logger).start() \
+    watch = CancelWatch(me.flow_run_id, ctx.campaign.name, ctx.cancelled,
+                        partial(steps.cancel_runs, ctx), logger).start() \
         if server_in_use() and me.flow_run_id else None
     try:
         # two flow runs of one campaign share its run store: they take turns

@@ -21,16 +21,19 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
 from prefect.futures import PrefectFuture, wait
 from prefect.logging.loggers import flow_run_logger
+from prefect.runtime import flow_run as current_run
 from prefect.states import Cancelled, Completed, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
+from bench.run import RunState
 from flows import events
 from flows import training_steps as steps
+from flows.cancellation import CancelWatch
 from flows.context import resolve_campaign
-from flows.holders import Holder
+from flows.holders import Holder, server_in_use
 from flows.outcome import TrainingOutcome
 from flows.progress import CampaignProgress
 from flows.slots import held, slot_names
@@ -104,17 +107,45 @@ def training(campaign_file: str | None = None, campaign: Campaign | None = None,
     system's time to train joins the history, its trends are plotted, and a regression is an
     event, as for inference."""
     ctx = steps.load_training_context(resolve_campaign(campaign_file, campaign))
+    watch = _watch(ctx)
     try:
-        summary = _campaign(ctx)
+        with watch.on_interrupt() if watch else nullcontext():
+            summary = _campaign(ctx)
+        if summary is None:
+            return _cancelled(ctx, watch)
         if track_history:
             _track(ctx, summary)
     finally:
+        if watch is not None:
+            watch.stop()
         ctx.close()
     state = Completed if summary.all_passed else Failed
     return state(data=summary, message=summary.message)
 
 
-def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
+def _watch(ctx: steps.TrainingContext) -> CancelWatch | None:
+    """Watch the flow run a user cancels (this one, or the `submission` flow run a deployment
+    started, of which this is a subflow) when runs report to a server."""
+    if not server_in_use() or not (root := current_run.root_flow_run_id):
+        return None
+    watch = CancelWatch(root, ctx.campaign.name, ctx.cancelled, partial(steps.cancel_runs, ctx),
+                        get_run_logger()).start()
+    watch.own()  # a training campaign holds its hosts run by run, never the campaign
+    return watch
+
+
+def _cancelled(ctx: steps.TrainingContext, watch: CancelWatch | None) -> State[Any]:
+    """The end of a cancelled campaign: a last sweep, nothing packaged, a Cancelled state."""
+    if watch is not None:
+        watch.cancel_now()
+    stopped = sum(r.state == RunState.CANCELLED for r in ctx.store.runs())
+    return Cancelled(message=f"training campaign {ctx.campaign.name} cancelled: {stopped} "
+                             "run(s) recorded cancelled; starting it again runs their seeds "
+                             "again and repeats no finished run.")
+
+
+def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome | None:
+    """The campaign's steps; None when it was cancelled (runs stopped, nothing packaged)."""
     logger = get_run_logger()
     me = _holder_of(ctx)
     hosts = [h.host for h in ctx.campaign.hosts]
@@ -148,6 +179,8 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome:
                         wait_for=[allow_failure(previous)] if previous else [])
                     futures.append(previous)
         wait(futures)
+    if ctx.cancelled.is_set():
+        return None
     feedbacks = [f.state.result(raise_on_failure=False) for f in futures]
     ended = [f for f in feedbacks if isinstance(f, steps.Feedback)]
     create_table_artifact([{"run": f.label, "verdict": f.line, "set": f.standing,

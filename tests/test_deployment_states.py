@@ -1,7 +1,8 @@
 """Deployment runs on a real local Prefect server with `subrun serve`: a campaign with a failing
 run ends Failed naming it; a cancelled flow run stops its runs in flight (a container and a
 native process) within 15 s, records them `cancelled`, and the next deployment run finishes the
-campaign keeping every finished run. (Two campaigns taking turns on one host: test_deployment.)"""
+campaign keeping every finished run; a cancelled training campaign stops its run in flight.
+(Two campaigns taking turns on one host: test_deployment.)"""
 
 from __future__ import annotations
 
@@ -165,6 +166,43 @@ def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
     assert _runs_on(store, "h3")[0].attempt == finished_h3.attempt  # kept, not repeated
     resumed = _runs_on(store, "h2")[0]
     assert resumed.attempt == 2 and resumed.state == "finished", resumed
+
+
+def test_cancelled_training_deployment_run_stops_its_run_in_flight(
+        served: dict[str, str], lab_dir: Path, tmp_path: Path) -> None:
+    """A training campaign runs as a subflow of the deployment's flow run: cancelling that
+    flow run stops the training run in flight from the flow's own process, records it, and
+    starts no further run."""
+    from tests.test_training_lab import write_training_campaign
+
+    name = "train-cancelled"
+    inventory = load_inventory(lab_dir / "hosts.yaml")
+    path = write_training_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h3"])
+    store = RunStore(load_campaign(path).paths.store)
+    started = deployment_run(served, path, watch=False)
+    assert started.returncode == 0, started.stdout + started.stderr
+    run_id = flow_run(served, started.stdout)["id"]
+    deadline = time.monotonic() + 600  # provisioning first
+    while not (_campaign_containers(inventory, "h3", name)
+               and any(r.state == "running" for r in store.runs())):
+        assert time.monotonic() < deadline, "no training run got going"
+        time.sleep(0.2)
+    cancelled_at = time.monotonic()
+    subprocess.run([str(BIN / "prefect"), "flow-run", "cancel", run_id], env=served,
+                   check=True, capture_output=True, timeout=120)
+    while any(r.state == "running" for r in store.runs()) or \
+            _campaign_containers(inventory, "h3", name):
+        assert time.monotonic() - cancelled_at < 15, \
+            [(r.spec.label, r.state) for r in store.runs()]
+        time.sleep(0.5)
+    assert _final_state(served, run_id) == "CANCELLED"
+    ended = {r.spec.key: r.state for r in store.runs()}
+    assert set(ended.values()) <= {"finished", "cancelled"} and len(ended) < 10, ended
+    time.sleep(5)  # nothing starts after the cancel
+    assert {r.spec.key: r.state for r in store.runs()} == ended
+    assert not _campaign_containers(inventory, "h3", name)
+    for record in (r for r in store.runs() if r.state == "cancelled"):
+        assert record.verdict is None and record.files, record  # its logs collected
 
 
 def _final_state(env: dict[str, str], run_id: str) -> str:
