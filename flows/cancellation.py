@@ -25,8 +25,10 @@ from uuid import UUID
 
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
+from prefect.states import Cancelled, State
 
-from bench.run import RunRecord
+from bench.run import RunRecord, RunState
+from bench.store import RunStore
 
 POLL_S = 1.0
 CANCELLING = {StateType.CANCELLING, StateType.CANCELLED}
@@ -118,3 +120,14 @@ class CancelWatch:
                         self.cancel_now()
                 except Exception as e:  # a busy server: ask again next second
                     self.logger.debug("reading the flow run's state: %s", e)
+
+
+def cancelled_end(watch: CancelWatch | None, campaign: str, store: RunStore,
+                  again: str) -> State[Any]:
+    """The end of a cancelled campaign: a last sweep, then a Cancelled state saying how many
+    runs were recorded cancelled and what starting the campaign again does."""
+    if watch is not None:
+        watch.cancel_now()
+    stopped = sum(r.state == RunState.CANCELLED for r in store.runs())
+    return Cancelled(message=f"{campaign} cancelled: {stopped} run(s) recorded cancelled; "
+                             f"starting it again {again}.")

@@ -35,7 +35,7 @@ from bench.plan import PlannedRun
 from bench.run import RunState
 from collectors.system_json import SystemDescription
 from flows import events, holders, steps, tuning_steps
-from flows.cancellation import CancelWatch
+from flows.cancellation import CancelWatch, cancelled_end
 from flows.context import CampaignContext, load_context, resolve_campaign
 from flows.holders import Holder, server_in_use
 from flows.outcome import CampaignOutcome, RunOutcome
@@ -213,13 +213,8 @@ def _holder(ctx: CampaignContext) -> Holder:
 
 
 def _cancelled(ctx: CampaignContext, watch: CancelWatch | None) -> State[CampaignOutcome]:
-    """The end of a cancelled campaign: a last sweep, then a Cancelled state saying so."""
-    if watch is not None:
-        watch.cancel_now()
-    stopped = sum(r.state == RunState.CANCELLED for r in ctx.store.runs())
-    return Cancelled(message=f"campaign {ctx.campaign.name} cancelled: {stopped} run(s) "
-                             "recorded cancelled; starting it again runs them, and repeats "
-                             "nothing that finished.")
+    return cancelled_end(watch, f"campaign {ctx.campaign.name}", ctx.store,
+                         "runs them, and repeats nothing that finished")
 
 
 def _campaign(ctx: CampaignContext, track_history: bool, me: Holder

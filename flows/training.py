@@ -28,10 +28,9 @@ from prefect.utilities.annotations import allow_failure, quote
 
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
-from bench.run import RunState
 from flows import events
 from flows import training_steps as steps
-from flows.cancellation import CancelWatch
+from flows.cancellation import CancelWatch, cancelled_end
 from flows.context import resolve_campaign
 from flows.holders import Holder, server_in_use
 from flows.outcome import TrainingOutcome
@@ -112,7 +111,8 @@ def training(campaign_file: str | None = None, campaign: Campaign | None = None,
         with watch.on_interrupt() if watch else nullcontext():
             summary = _campaign(ctx)
         if summary is None:
-            return _cancelled(ctx, watch)
+            return cancelled_end(watch, f"training campaign {ctx.campaign.name}", ctx.store,
+                                 "runs their seeds again and repeats no finished run")
         if track_history:
             _track(ctx, summary)
     finally:
@@ -132,16 +132,6 @@ def _watch(ctx: steps.TrainingContext) -> CancelWatch | None:
                         get_run_logger()).start()
     watch.own()  # a training campaign holds its hosts run by run, never the campaign
     return watch
-
-
-def _cancelled(ctx: steps.TrainingContext, watch: CancelWatch | None) -> State[Any]:
-    """The end of a cancelled campaign: a last sweep, nothing packaged, a Cancelled state."""
-    if watch is not None:
-        watch.cancel_now()
-    stopped = sum(r.state == RunState.CANCELLED for r in ctx.store.runs())
-    return Cancelled(message=f"training campaign {ctx.campaign.name} cancelled: {stopped} "
-                             "run(s) recorded cancelled; starting it again runs their seeds "
-                             "again and repeats no finished run.")
 
 
 def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome | None:
