@@ -18,9 +18,10 @@ minutes.
 
 Prints three readings of the sweep, because on a drifting machine VALID and INVALID overlap:
 the threshold that best separates them (the target t for which "VALID up to t, INVALID above"
-misclassifies fewest probes: the host's capacity, read robustly), the highest VALID target
-below the lowest INVALID one (the search's bracket, were each target probed once), and the
-highest VALID anywhere.
+misclassifies fewest probes: the host's capacity, read robustly; with the band of thresholds
+that misclassify at most one probe more, which one unlucky probe separates from it), the
+highest VALID target below the lowest INVALID one (the search's bracket, were each target
+probed once), and the highest VALID anywhere.
 Then the value the search found, its difference from each in %, and what each cost (the
 probes' own seconds, the confirmations' apart, and the wall time). The issue's target: within
 5 % of the sweep at no more than a third of its cost.
@@ -133,6 +134,7 @@ def main() -> None:
         swept = [sweep[q] for q in grid]
     chosen = float(record.chosen[tuned_key(SERVER)]) if record.chosen else None
     separating, errors = separating_threshold(grid, [p.valid for p in swept])
+    band = threshold_band(grid, [p.valid for p in swept])
     below, _ = bracket(SERVER, swept)
     highest = max((q for q, p in zip(grid, swept, strict=True) if p.valid), default=None)
     sweep_s = sum(p.duration_s for p in swept)
@@ -143,6 +145,8 @@ def main() -> None:
           f"{sweep_s:.0f} s of probes, {clock['sweep']:.0f} s wall")
     print(f"  separating threshold {separating} ({errors} of {len(grid)} probes on the wrong "
           f"side); highest VALID below the lowest INVALID {below}; highest VALID {highest}")
+    if band:
+        print(f"  thresholds within one probe of it: {band[0]:g}..{band[1]:g}")
     print(f"tuning: {len(record.probes) - len(confirms)} probes: found {record.found}, "
           f"{searched_s:.0f} s of probes; {len(confirms)} confirmation(s) of "
           f"{args.confirm_s:g} s: {sum(p.duration_s for p in confirms):.0f} s; chosen {chosen}; "
@@ -156,6 +160,9 @@ def main() -> None:
             if value:
                 print(f"found vs the sweep's {name}: "
                       f"{100 * (record.found - value) / value:+.1f} %")
+        if band:
+            print(f"found vs the thresholds within one probe of the best: "
+                  f"{from_band(record.found, band)}")
         print(f"cost: {searched_s / sweep_s:.2f} of the sweep's probe time "
               f"({record.cost_s / sweep_s:.2f} with the confirmations)")
 
@@ -163,13 +170,39 @@ def main() -> None:
 def separating_threshold(grid: list[float], valid: list[bool]) -> tuple[float | None, int]:
     """The VALID target t for which "VALID up to t, INVALID above" misclassifies fewest of the
     sweep's probes (the median of the ties), and that count."""
-    candidates = [(sum(1 for q, ok in zip(grid, valid, strict=True)
-                       if (q <= t) != ok), t) for t, v in zip(grid, valid, strict=True) if v]
+    candidates = _misclassified(grid, valid)
     if not candidates:
         return None, sum(valid)
     fewest = min(errors for errors, _ in candidates)
     ties = sorted(t for errors, t in candidates if errors == fewest)
     return ties[len(ties) // 2], fewest
+
+
+def threshold_band(grid: list[float], valid: list[bool]) -> tuple[float, float] | None:
+    """The lowest and highest thresholds misclassifying at most one probe more than the best:
+    those the sweep cannot tell from its best reading, one unlucky probe apart."""
+    candidates = _misclassified(grid, valid)
+    if not candidates:
+        return None
+    fewest = min(errors for errors, _ in candidates)
+    near = [t for errors, t in candidates if errors <= fewest + 1]
+    return min(near), max(near)
+
+
+def _misclassified(grid: list[float], valid: list[bool]) -> list[tuple[int, float]]:
+    """(probes on the wrong side, t) for each VALID target t taken as the threshold."""
+    return [(sum(1 for q, ok in zip(grid, valid, strict=True) if (q <= t) != ok), t)
+            for t, v in zip(grid, valid, strict=True) if v]
+
+
+def from_band(found: float, band: tuple[float, float]) -> str:
+    """Where a value lies against a band: inside, or how far above or below it in %."""
+    low, high = band
+    if found > high:
+        return f"{100 * (found - high) / high:+.1f} % above it"
+    if found < low:
+        return f"{100 * (found - low) / low:+.1f} % below it"
+    return "inside it"
 
 
 def parse_grid(text: str, throughput: float) -> list[float]:

@@ -43,3 +43,15 @@ def test_ties_take_their_median_and_nothing_valid_has_no_threshold(server_tuning
     # 100 (1 wrong: 120), 120 (1 wrong: 110): the median of the two ties is the upper one
     assert server_tuning.separating_threshold(grid, [True, False, True, False]) == (120, 1)
     assert server_tuning.separating_threshold(grid, [False] * 4) == (None, 0)
+
+
+def test_the_band_holds_the_thresholds_one_unlucky_probe_apart(server_tuning) -> None:
+    grid = [100.0, 110.0, 120.0, 130.0, 140.0, 150.0]
+    # 100 misclassifies one probe (130 VALID), 130 two (110 and 120 INVALID): both in it
+    valid = [True, False, False, True, False, False]
+    assert server_tuning.separating_threshold(grid, valid) == (100, 1)
+    assert server_tuning.threshold_band(grid, valid) == (100, 130)
+    assert server_tuning.threshold_band(grid, [False] * 6) is None
+    assert server_tuning.from_band(135, (100, 130)) == "+3.8 % above it"
+    assert server_tuning.from_band(95, (100, 130)) == "-5.0 % below it"
+    assert server_tuning.from_band(110, (100, 130)) == "inside it"
