@@ -171,7 +171,10 @@ def verdicts(scenario: Scenario, probes: Sequence[Probe]) -> dict[float, bool | 
 def bracket(scenario: Scenario, probes: Sequence[Probe]) -> tuple[float | None, float | None]:
     """(lo, hi): the highest VALID target below the lowest INVALID one, and that INVALID one;
     an undecided target counts as INVALID."""
-    judged = verdicts(scenario, probes)
+    return _ends(verdicts(scenario, probes))
+
+
+def _ends(judged: dict[float, bool | None]) -> tuple[float | None, float | None]:
     invalid = [v for v, ok in judged.items() if not ok]
     hi = min(invalid) if invalid else None
     below = [v for v, ok in judged.items() if ok and (hi is None or v < hi)]
@@ -180,7 +183,8 @@ def bracket(scenario: Scenario, probes: Sequence[Probe]) -> tuple[float | None, 
 
 def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
             config: SearchConfig) -> Step:
-    lo, hi = bracket(scenario, probes)
+    judged = verdicts(scenario, probes)
+    lo, hi = _ends(judged)
     if not probes:
         return Try(_round(start), "start")
     searched = [p for p in probes if not p.confirm]
@@ -188,7 +192,7 @@ def _server(scenario: Scenario, probes: Sequence[Probe], start: float,
         return _confirmed(scenario, lo, probes, config,
                           f"{len(searched)} probes, the search's budget: took the highest VALID "
                           "target below every INVALID one")
-    if hi is not None and verdicts(scenario, probes)[hi] is None:
+    if hi is not None and judged[hi] is None:
         return Try(hi, f"{hi:g} {_tally([p for p in searched if probed(p, scenario) == hi])}: "
                        "probe again")
     if hi is None:
