@@ -7,7 +7,9 @@ controller crash) and collected, not started again. A command cut by a dropped l
 long) and the attempt is reattached, so a flaky link costs time, never a run. A link that stays
 down past one reconnection window (LinkDown) or for the whole budget (HostUnreachable) leaves the
 attempt running and propagates: the caller may retry later, which reattaches. An INVALID run whose
-verdict proposes new settings is re-run as a new attempt, up to the campaign's bound. Every new
+verdict proposes new settings is re-run as a new attempt, up to the campaign's bound; a
+compliance test always runs at the load of the performance attempt it is compared with
+(`compared_spec`), never at settings of its own. Every new
 attempt starts after the host's settle time, so one run's heat and caches do not flow into the
 next. Compliance tests are not re-run here: bench.settle decides which run of a set to repeat.
 """
@@ -30,7 +32,7 @@ from bench.loadgen_log import locate_logs
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState
-from bench.settings import audit_config, user_conf
+from bench.settings import audit_config, compared_settings, user_conf
 from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunHandle, RunTarget
@@ -67,27 +69,43 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
     if options.again and latest is not None and latest.state != RunState.RUNNING:
         if not may_measure_again(store.attempts(latest.key), options.max_reruns):
             return latest
-        spec = (store.standing(latest.key) or latest).spec
+        spec = compared_spec(planned, references) if planned.spec.kind.is_compliance \
+            else (store.standing(latest.key) or latest).spec
         latest = _new_attempt(target, spec, latest.key, store, rules, references, timeout_s)
     cuts = 0
     while True:
         try:
             if latest is None:
-                latest = _new_attempt(target, planned.spec, planned.spec.key, store, rules,
-                                      references, timeout_s)
+                latest = _new_attempt(target, compared_spec(planned, references),
+                                      planned.spec.key, store, rules, references, timeout_s)
             elif latest.state == RunState.RUNNING:
                 latest = _reattach(target, latest, store, rules, references, timeout_s)
             elif passed(latest) or not _may_rerun(store, latest, options):
                 return latest
             else:
-                latest = _new_attempt(target, _rerun_spec(latest), latest.key, store, rules,
-                                      references, timeout_s)
+                spec = compared_spec(planned, references) if planned.spec.kind.is_compliance \
+                    else _rerun_spec(latest)
+                latest = _new_attempt(target, spec, latest.key, store, rules, references,
+                                      timeout_s)
         except ConnectionLost as e:  # the attempt stays running: reconnect and reattach
             cuts += 1
             if cuts > MAX_CUTS:
                 raise
             log.warning("%s: %s Reattaching.", planned.label, e)
             latest = store.latest(planned.spec.key)
+
+
+def compared_spec(planned: PlannedRun,
+                  references: Mapping[RunKind, RunRecord] | None) -> RunSpec:
+    """The spec a run's next attempt executes: the plan's, except that a compliance test runs
+    at the load of the performance attempt it is compared with (its target x the test's
+    derate), not at the plan's target, which a re-run of the reference may have moved."""
+    reference = (references or {}).get(RunKind.PERFORMANCE)
+    if not planned.spec.kind.is_compliance or reference is None:
+        return planned.spec
+    settings = compared_settings(planned.spec.settings, reference.spec.settings,
+                                 planned.spec.scenario, planned.derate)
+    return planned.spec.model_copy(update={"settings": settings})
 
 
 def _unless_cancelled(target: RunTarget, spec: RunSpec) -> None:
@@ -121,7 +139,8 @@ def _may_rerun(store: RunStore, record: RunRecord, options: ExecuteOptions) -> b
     if record.state.ended_unjudged:  # never judged: run again, a few times at most
         return sum(a.state.ended_unjudged for a in attempts) <= MAX_LOST_ATTEMPTS
     verdict = record.verdict
-    return (may_measure_again(attempts, options.max_reruns) and verdict is not None
+    return (not record.spec.kind.is_compliance  # its load is its reference's: bench.settle
+            and may_measure_again(attempts, options.max_reruns) and verdict is not None
             and verdict.rerun_settings is not None)
 
 

@@ -24,13 +24,10 @@ from bench.measured import Basis, Measured, MeasuredKey
 from bench.rules import RoundRules
 from bench.run import Mode, RunKind, RunSpec, Scenario, Setting
 from bench.settings import PerfTargets, derated, run_settings
+from bench.short_sizes import short_sizes
 from lab.errors import ConfigError
 
 __all__ = ["RUN_OVERHEAD_S", "Plan", "PlannedRun", "kinds_for", "make_plan", "targets_for"]
-SHORT_POWER_MIN_DURATION_MS = 5000  # a power window needs several 1 s analyzer samples
-# Compliance tests compare their performance with the performance run's within 10 %: runs of a
-# second are too noisy for that, so short mode gives compared runs a few seconds.
-SHORT_COMPARED_MIN_DURATION_MS = 3000
 Known = Evidence | Mapping[MeasuredKey, Measured] | None  # a bare mapping: the latest figures
 
 
@@ -43,6 +40,9 @@ class PlannedRun:
     after: tuple[str, ...] = ()  # labels of runs that must finish first (same host)
     assumption: str = ""  # what the estimate had to assume
     basis: Basis = Basis.DEFAULT  # what the host's speed came from: tuned, measured or default
+    # a compliance test's load against its reference's (bench.settings.compared_settings);
+    # the spec shows it applied to the planned target
+    derate: float = 1.0
 
     @property
     def label(self) -> str:
@@ -81,7 +81,7 @@ class Plan:
             PlannedRun(r.spec.model_copy(update={
                 "image_digest": digests.get((r.spec.host, r.spec.benchmark), ""),
                 "loadgen_version": loadgen_version}), r.estimate_s, r.after, r.assumption,
-                r.basis)
+                r.basis, r.derate)
             for r in self.runs]
         return Plan(self.campaign, bound)
 
@@ -151,10 +151,11 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
     labels: dict[RunKind, str] = {}
     for kind in kinds_for(campaign, manifest, rules):
         own = _short_floor(settings, targets, scenario, kind, campaign.mode)
+        factor = 1.0
         if kind.is_compliance:
             factors = {**manifest.compliance_derate, **campaign.compliance_derate}
-            own = derated(own, scenario, next(
-                (f for test, f in factors.items() if test == kind.value), 1.0))
+            factor = next((f for test, f in factors.items() if test == kind.value), 1.0)
+            own = derated(own, scenario, factor)
         spec = RunSpec(host=host, benchmark=manifest.name, model=manifest.official_model,
                        scenario=scenario, kind=kind, mode=campaign.mode, round=campaign.round,
                        settings=own)
@@ -164,24 +165,31 @@ def _scenario_runs(campaign: Campaign, host: str, bench: BenchmarkPlan, manifest
             after = tuple(labels[k] for k in (RunKind.PERFORMANCE, RunKind.ACCURACY)
                           if k in labels)
         found = estimate_run(spec, manifest, rules, campaign.power_path, evidence)
-        yield PlannedRun(spec, found.seconds, after, found.note, found.basis)
+        yield PlannedRun(spec, found.seconds, after, found.note, found.basis, factor)
 
 
 def _short_floor(settings: dict[str, Setting], targets: PerfTargets, scenario: Scenario,
                  kind: RunKind, mode: Mode) -> dict[str, Setting]:
-    """Short mode's minimum duration per kind: power windows need several analyzer samples
-    (always), compared runs a few seconds (unless the campaign chose its own duration)."""
+    """Short mode's floors per kind (bench/short_mode.yaml says why): power windows need several
+    analyzer samples (always); compared runs (performance and its tests) enough seconds and
+    queries for the statistic they are compared on, unless the campaign chose its own value."""
     if mode is not Mode.SHORT:
         return settings
-    key = f"*.{scenario.loadgen}.min_duration"
+    sizes = short_sizes()
+    floors: dict[str, int] = {}
     if kind is RunKind.POWER:
-        floor = SHORT_POWER_MIN_DURATION_MS
-    elif (kind is RunKind.PERFORMANCE or kind.is_compliance) and \
-            "min_duration" not in targets.extra:
-        floor = SHORT_COMPARED_MIN_DURATION_MS
-    else:
-        return settings
-    return {**settings, key: max(int(settings.get(key, 0)), floor)}
+        floors["min_duration"] = sizes.power_min_duration_ms
+    elif kind is RunKind.PERFORMANCE or kind.is_compliance:
+        floors["min_duration"] = sizes.compared_min_duration_ms
+        if scenario in sizes.compared_min_query_count:
+            floors["min_query_count"] = sizes.compared_min_query_count[scenario]
+    raised = dict(settings)
+    for name, floor in floors.items():
+        if kind is not RunKind.POWER and name in targets.extra:
+            continue  # the campaign's own duration or count
+        key = f"*.{scenario.loadgen}.{name}"
+        raised[key] = max(int(settings.get(key, 0)), floor)
+    return raised
 
 
 def targets_for(bench: BenchmarkPlan, manifest: Manifest, scenario: Scenario) -> PerfTargets:

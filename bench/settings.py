@@ -87,6 +87,26 @@ def run_settings(scenario: Scenario, mode: Mode, targets: PerfTargets,
     return settings
 
 
+# The keys that set how hard LoadGen drives the SUT: a compliance test runs at its reference's.
+LOAD_KEYS = ("target_qps", "target_latency", "samples_per_query")
+
+
+def load_of(settings: Mapping[str, Setting], scenario: Scenario) -> dict[str, Setting]:
+    """The load keys a run's settings hold (`*.<scenario>.<key>` -> value)."""
+    wanted = {f"*.{scenario.loadgen}.{name}" for name in LOAD_KEYS}
+    return {k: v for k, v in settings.items() if k in wanted}
+
+
+def compared_settings(test: Mapping[str, Setting], reference: Mapping[str, Setting],
+                      scenario: Scenario, factor: float) -> dict[str, Setting]:
+    """A compliance test's settings at the load of the performance attempt it is compared
+    with: that attempt's target_qps / target_latency / samples per query replace the plan's
+    (a re-run at a lower target moves its tests with it), then the test's derate applies to
+    that value. The test's own durations, counts and keys stay."""
+    own = {k: v for k, v in test.items() if k not in load_of(test, scenario)}
+    return derated({**own, **load_of(reference, scenario)}, scenario, factor)
+
+
 def derated(settings: dict[str, Setting], scenario: Scenario, factor: float) -> dict[str, Setting]:
     """A Server (or Interactive) compliance run's settings at factor x the target QPS: audits
     are run a little below the performance run's load, as submitters run them, so that the

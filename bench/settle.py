@@ -16,6 +16,13 @@ disturbed:
   keeps the luckiest; its record says why, its logs stay, the report lists it), and the tests'
   collected logs are verified again against the best measurement not withdrawn.
 
+Every test runs at the load of the performance attempt it is compared with
+(`bench.execute.compared_spec`). When the standing attempt changes, a test judged against an
+earlier one is verified again from its logs if it ran at the new attempt's load, else run again
+at it (within its bound; past it, verified again as it is). A test that is INVALID at its
+reference's load is a timing failure too: on its latency bound it ran slower, out of work before
+its minimum duration it ran faster.
+
 Each run stays within the campaign's re-run bound; the +-10 % bound itself never moves. The
 decisions read only the run store, so a campaign started again continues where it stopped.
 """
@@ -28,10 +35,11 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bench.compliance import test_was_faster
-from bench.execute import ExecuteOptions, execute, may_measure_again, reverify
+from bench.execute import ExecuteOptions, compared_spec, execute, may_measure_again, reverify
 from bench.plan import PlannedRun
 from bench.rules import RoundRules
 from bench.run import RunKind, RunRecord, RunState
+from bench.settings import load_of
 from bench.store import RunStore
 from bench.submitted import passed
 from bench.target import RunTarget
@@ -54,6 +62,10 @@ class SetRunner(Protocol):
         """A new attempt of the test from its collected logs, verified against performance."""
         ...
 
+    def ran_at(self, test: RunRecord, performance: RunRecord) -> bool:
+        """Whether the test attempt ran at the load it would be given against performance."""
+        ...
+
 
 @dataclass(frozen=True)
 class ComplianceSet:
@@ -63,16 +75,58 @@ class ComplianceSet:
     tests: Mapping[RunKind, str]  # the compliance tests of the set that have run so far
 
 
+# LoadGen's unmet conditions that only say the measurement was disturbed or ran at another speed
+TIMING_UNMET = ("latency constraint", "early stopping", "min duration")
+
+
 def timing_only(record: RunRecord) -> bool:
-    """A finished test whose one failure is its performance comparison: settling can help.
-    An accuracy mismatch or any other failure is the SUT's, and stands."""
+    """A finished test whose failures are all timing: its performance comparison, or LoadGen's
+    validity at its reference's load (the latency bound, early stopping, or running out of work
+    before the minimum duration). Settling can help. An accuracy mismatch or any other failure
+    is the SUT's, and stands."""
     verdict = record.verdict
     if record.state != RunState.FINISHED or verdict is None or verdict.passed:
         return False
     failing = [c for c in verdict.checks if not c.ok]
-    return (len(failing) == 1 and failing[0].name == "compliance"
-            and failing[0].detail.startswith("performance:")
-            and "accuracy" not in failing[0].detail)
+    return bool(failing) and any(c.name == "compliance" for c in failing) \
+        and all(_is_timing(c.name, c.detail) for c in failing)
+
+
+def _is_timing(name: str, detail: str) -> bool:
+    if name == "compliance":
+        return detail.startswith("performance:") and "accuracy" not in detail
+    if name == "valid":
+        unmet = detail.partition("(")[2].removesuffix(" not met)")
+        return bool(unmet) and all(u in TIMING_UNMET for u in unmet.split(", "))
+    return name == "early_stopping"
+
+
+def outran(record: RunRecord) -> bool:
+    """INVALID because it ran out of work before its minimum duration: at its reference's
+    target, the test ran faster than the reference."""
+    return _unmet(record, "min duration")
+
+
+def missed_latency(record: RunRecord) -> bool:
+    """INVALID on its latency bound at its reference's load: the test ran slower."""
+    return _unmet(record, "latency constraint") or _unmet(record, "early stopping")
+
+
+def _unmet(record: RunRecord, condition: str) -> bool:
+    verdict = record.verdict
+    return verdict is not None and any(
+        c.name == "valid" and not c.ok and condition in c.detail for c in verdict.checks)
+
+
+def measured_faster(store: RunStore, test: RunRecord) -> bool | None:
+    """Whether the test measured faster than its reference: the verification's two scores,
+    else LoadGen's reason for judging the test INVALID; None when nothing says."""
+    found = test_was_faster(test.spec.kind, test.spec.scenario, _verify_text(store, test))
+    if found is not None:
+        return found
+    if outran(test):
+        return True
+    return False if missed_latency(test) else None
 
 
 def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: int) -> None:
@@ -89,14 +143,20 @@ def settle(store: RunStore, runs: ComplianceSet, runner: SetRunner, max_reruns: 
         for record in stale:
             if (record is not None and record.state == RunState.FINISHED
                     and record.references.get(RunKind.PERFORMANCE.value, performance.attempt)
-                    != performance.attempt):
-                runner.reverify(record, performance)  # verified against an earlier reference
+                    != performance.attempt):  # judged against an earlier reference
+                if runner.ran_at(record, performance) \
+                        or not may_measure_again(store.attempts(record.key), max_reruns):
+                    runner.reverify(record, performance)
+                else:  # it ran at the old reference's load: run it at the new one's
+                    log.info("%s ran at the load of an earlier performance attempt: running it "
+                             "again at attempt %d's", record.spec.label, performance.attempt)
+                    runner.rerun(record.spec.kind)
         failing = [r for r in (store.latest(k) for k in runs.tests.values())
                    if r is not None and timing_only(r)]
         if not failing:
             return
         test = failing[0]
-        faster = test_was_faster(test.spec.kind, test.spec.scenario, _verify_text(store, test))
+        faster = measured_faster(store, test)
         doubted = faster is False and slower_twice(store, runs, performance)
         if faster and may_measure_again(store.attempts(runs.performance), max_reruns):
             log.info("%s ran faster than performance attempt %d: measuring performance again",
@@ -142,8 +202,7 @@ def slower_twice(store: RunStore, runs: ComplianceSet, performance: RunRecord) -
         attempts = {a.attempt: a for a in store.attempts(key)}
         for a in attempts.values():
             if (a.references.get(RunKind.PERFORMANCE.value) == performance.attempt
-                    and timing_only(a) and test_was_faster(
-                        a.spec.kind, a.spec.scenario, _verify_text(store, a)) is False):
+                    and timing_only(a) and measured_faster(store, a) is False):
                 slower.add((key, _source(a, attempts)))
     return len(slower) >= 2
 
@@ -209,3 +268,9 @@ class TargetSet:
     def reverify(self, test: RunRecord, performance: RunRecord) -> RunRecord:
         references = {**self.references(), RunKind.PERFORMANCE: performance}
         return reverify(self.store, test, self.rules, references)
+
+    def ran_at(self, test: RunRecord, performance: RunRecord) -> bool:
+        planned = self.planned[test.spec.kind]
+        wanted = compared_spec(planned, {RunKind.PERFORMANCE: performance})
+        scenario = test.spec.scenario
+        return load_of(wanted.settings, scenario) == load_of(test.spec.settings, scenario)

@@ -28,7 +28,7 @@ from flows.context import CampaignContext
 from flows.outcome import RunOutcome
 from lab.config import Inventory
 from lab.docker import Engine
-from lab.errors import ConfigError, ConnectError, ConnectionLost
+from lab.errors import ConfigError, ConnectError, ConnectionLost, NotCompared
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
@@ -174,8 +174,10 @@ def run(ctx: CampaignContext, planned: PlannedRun,
         return execute_track(target, planned, ctx.store, ctx.rules, ctx.inventory,
                              _analyzer(ctx, spec.host), options=options,
                              settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
-    record = execute(target, planned, ctx.store, ctx.rules,
-                     references=_references(ctx, planned), options=options)
+    references = _references(ctx, planned)
+    _unless_compared(ctx, planned, references)
+    record = execute(target, planned, ctx.store, ctx.rules, references=references,
+                     options=options)
     if not spec.kind.is_compliance:
         return record
     same = [p for p in ctx.plan.for_host(spec.host)
@@ -183,6 +185,25 @@ def run(ctx: CampaignContext, planned: PlannedRun,
     runner = TargetSet(target, same, ctx.store, ctx.rules, options)
     settle(ctx.store, runner.runs(), runner, ctx.campaign.max_reruns)
     return ctx.store.latest(record.key) or record
+
+
+def _unless_compared(ctx: CampaignContext, planned: PlannedRun,
+                     references: Mapping[RunKind, RunRecord]) -> None:
+    """A compliance test runs at the load of the attempt it is compared with; when that run
+    (or, for TEST01, the accuracy run) never passed, there is no such load and no comparison:
+    the test is not run, rather than run at the plan's target and failed for it."""
+    spec = planned.spec
+    if not spec.kind.is_compliance or ctx.store.latest(spec.key) is not None:
+        return
+    needed = [RunKind.PERFORMANCE] + ([RunKind.ACCURACY] if spec.kind is RunKind.TEST01 else [])
+    compared = {p.spec.kind for p in ctx.plan.for_host(spec.host) if p.label in planned.after}
+    missing = [k for k in needed if k in compared and k not in references]
+    if missing:
+        what = " and ".join(f"{k.value} run" for k in missing)
+        where = f"{spec.host}/{spec.benchmark}/{spec.scenario.value}"
+        raise NotCompared(f"it is compared with the {what} of {where}, which did not pass. "
+                          "Make it pass (see its verdict in the report), then start the "
+                          "campaign again: the test runs at its load.")
 
 
 def _analyzer(ctx: CampaignContext, host: str) -> str:

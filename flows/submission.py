@@ -44,7 +44,7 @@ from flows.progress import CampaignProgress
 from flows.slots import campaign_slot, held, slot_names
 from flows.states import campaign_state, run_state
 from flows.status import work_left_s
-from lab.errors import HostUnreachable, LinkDown, RunCancelled, is_transient
+from lab.errors import HostUnreachable, LinkDown, NotCompared, RunCancelled, is_transient
 from lab.provision import ProvisionResult
 from submission.history import plot_trends, record
 from submission.index import TreeIndex
@@ -109,7 +109,7 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: Images,
         logger.info("%s: cancelled", planned.label)
         progress.finished(planned.label, "cancelled")
         return Cancelled(message=str(e))
-    except HostUnreachable as e:  # final: said once per run, the other hosts go on
+    except (HostUnreachable, NotCompared) as e:  # final: said once per run, the others go on
         logger.warning("%s: not run: %s", planned.label, e)
         progress.finished(planned.label, "not run")
         raise

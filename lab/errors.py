@@ -81,6 +81,11 @@ class RunError(SubrunError):
     """A benchmark run failed or could not be judged."""
 
 
+class NotCompared(RunError):
+    """A compliance test was not run: the run it is compared with never passed, so there is no
+    load to run it at and nothing to compare it with."""
+
+
 class RunCancelled(SubrunError):
     """The campaign's flow run was cancelled: the run was stopped, or never started; it runs
     again when the campaign starts again."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.run import RunKind
+from bench.submitted import LATENCY_SCENARIOS
 from submission.checker import CheckerOutcome
 from submission.facts import ResultFacts, RunCell, matrix
 from submission.index import TreeIndex
@@ -64,12 +65,13 @@ def _cell(cell: RunCell | None) -> str:
 
 
 def audits(runs: Sequence[StoredRun]) -> list[str]:
-    """How the compliance tests were run and judged: Server audits below the performance run's
-    target QPS (derating), tests verified again against a new performance measurement, and
-    performance measurements withdrawn as lucky."""
+    """How the compliance tests were run and judged: each test's load against the performance
+    attempt it is compared with (Server audits derated below it), tests verified again against
+    a new performance measurement, and performance measurements withdrawn as lucky."""
     latest = latest_attempts(runs, passing_only=False)
-    perf = {(r.spec.host, r.spec.benchmark, r.spec.scenario): r for r in latest
-            if r.spec.kind is RunKind.PERFORMANCE}
+    attempts = {(r.record.key, r.record.attempt): r for r in runs}
+    perf_keys = {(r.spec.host, r.spec.benchmark, r.spec.scenario): r.record.key for r in runs
+                 if r.spec.kind is RunKind.PERFORMANCE}
     lines = []
     for run in runs:
         if run.record.withdrawn:
@@ -81,14 +83,13 @@ def audits(runs: Sequence[StoredRun]) -> list[str]:
         if not spec.kind.is_compliance:
             continue
         where = f"{spec.host}/{spec.benchmark}/{spec.scenario.value} {spec.kind.value}"
-        key = f"*.{spec.scenario.loadgen}.target_qps"
-        reference = perf.get((spec.host, spec.benchmark, spec.scenario))
-        ours, theirs = spec.settings.get(key), reference.spec.settings.get(key) if reference \
-            else None
-        if isinstance(ours, int | float) and isinstance(theirs, int | float) and ours != theirs:
-            lines.append(f"| {where} | target_qps {ours:g} ({ours / theirs:.2f} x {theirs:g}) |")
+        against = record.references.get(RunKind.PERFORMANCE.value)
+        reference = attempts.get((perf_keys.get((spec.host, spec.benchmark, spec.scenario), ""),
+                                  against or 0))
+        if reference is not None:
+            lines.append(f"| {where} | attempt {record.attempt} at {_load(run, reference)} of "
+                         f"performance attempt {against} |")
         if record.reverifies is not None:
-            against = record.references.get(RunKind.PERFORMANCE.value)
             lines.append(f"| {where} | attempt {record.attempt}: the logs of attempt "
                          f"{record.reverifies} verified again against performance attempt "
                          f"{against} |")
@@ -96,6 +97,20 @@ def audits(runs: Sequence[StoredRun]) -> list[str]:
         return []
     return ["## Compliance audits", "", "| test | how it was run and judged |", "|---|---|",
             *lines, ""]
+
+
+def _load(test: StoredRun, reference: StoredRun) -> str:
+    """A test's load against its reference's: "target_qps 960 (0.96 x 1000)"."""
+    scenario = test.spec.scenario
+    name = "target_latency" if scenario in LATENCY_SCENARIOS else "target_qps"
+    key = f"*.{scenario.loadgen}.{name}"
+    ours, theirs = test.spec.settings.get(key), reference.spec.settings.get(key)
+    if not isinstance(ours, int | float) or not isinstance(theirs, int | float):
+        return "LoadGen's default load (the same)" if ours == theirs else \
+            f"{name} {ours} against {theirs}"
+    if ours == theirs:
+        return f"{name} {ours:g} (the same)"
+    return f"{name} {ours:g} ({ours / theirs:.2f} x {theirs:g})"
 
 
 def metrics(facts: Sequence[ResultFacts]) -> list[str]:

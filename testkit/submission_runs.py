@@ -141,6 +141,9 @@ class TinySet:
         refs = {RunKind.PERFORMANCE: performance, RunKind.ACCURACY: self.accuracy}
         return reverify(self.store, test, load_rules(ROUND), refs)
 
+    def ran_at(self, test: RunRecord, performance: RunRecord) -> bool:
+        return True  # every run of the tiny SUT runs at the same settings
+
     def refs(self) -> dict[RunKind, RunRecord]:
         perf = self.store.standing(spec_for(self.scenario, "performance").key)
         assert perf is not None, f"{self.scenario}: no passing performance run"

@@ -12,6 +12,7 @@ import pytest
 from prefect.states import Cancelled
 
 from bench.execute import execute
+from bench.run import RunKind
 from bench.store import RunStore
 from flows.states import outcome_of
 from lab.errors import RunCancelled
@@ -22,8 +23,8 @@ def test_a_cancelled_campaign_starts_no_new_attempt(tmp_path: Path) -> None:
     cancelled.set()
     target = SimpleNamespace(config=SimpleNamespace(settle_s=0.0), campaign="c",
                              is_cancelled=cancelled.is_set())
-    planned = SimpleNamespace(spec=SimpleNamespace(key="k1", label="h/digits/Offline/performance"),
-                              estimate_s=10.0)
+    planned = SimpleNamespace(spec=SimpleNamespace(key="k1", label="h/digits/Offline/performance",
+                                                   kind=RunKind.PERFORMANCE), estimate_s=10.0)
     store = RunStore(tmp_path / "store")
     with pytest.raises(RunCancelled, match="campaign 'c' was cancelled"):
         execute(target, planned, store, rules=None)  # type: ignore[arg-type]

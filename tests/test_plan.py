@@ -159,3 +159,40 @@ def test_server_audits_run_at_the_derated_target_qps() -> None:
     assert len(offline) == 1
     with pytest.raises(ValueError, match="compliance_derate"):
         Campaign.model_validate({"hosts": [{"host": "a"}], "compliance_derate": {"TEST01": 2}})
+
+
+def test_a_compliance_test_runs_at_its_reference_attempts_load() -> None:
+    """A Server performance run re-run at a lower target moves its tests with it: the test's
+    target is the standing attempt's x the test's derate, not the plan's; its own durations
+    and counts stay, and so does its run key."""
+    from datetime import UTC, datetime
+
+    from bench.execute import compared_spec
+    from bench.run import RunRecord, RunState
+
+    plan = demo_plan()
+    planned = {(r.spec.scenario, r.spec.kind): r for r in plan.runs}
+    perf = planned[(Scenario.SERVER, RunKind.PERFORMANCE)].spec
+    rerun = perf.model_copy(update={"settings": {**perf.settings, "*.Server.target_qps": 810.0}})
+    standing = RunRecord(spec=rerun, key=perf.key, attempt=3, state=RunState.FINISHED,
+                         started_at=datetime.now(UTC))
+    for kind, factor in ((RunKind.TEST01, 0.96), (RunKind.TEST04, 0.97)):
+        test = planned[(Scenario.SERVER, kind)]
+        spec = compared_spec(test, {RunKind.PERFORMANCE: standing})
+        assert spec.settings["*.Server.target_qps"] == round(810.0 * factor, 3)
+        assert {k: v for k, v in spec.settings.items() if not k.endswith("target_qps")} == \
+            {k: v for k, v in test.spec.settings.items() if not k.endswith("target_qps")}
+        assert test.spec.key != spec.key  # the planned key files it, whatever its load
+    # the latency scenarios take the reference's expected latency, not derated
+    ss_perf = planned[(Scenario.SINGLE_STREAM, RunKind.PERFORMANCE)].spec
+    tuned = ss_perf.model_copy(update={"settings": {**ss_perf.settings,
+                                                    "*.SingleStream.target_latency": 0.123}})
+    reference = RunRecord(spec=tuned, key=ss_perf.key, attempt=1, state=RunState.FINISHED,
+                          started_at=datetime.now(UTC))
+    test04 = planned[(Scenario.SINGLE_STREAM, RunKind.TEST04)]
+    spec = compared_spec(test04, {RunKind.PERFORMANCE: reference})
+    assert spec.settings["*.SingleStream.target_latency"] == 0.123
+    # no reference yet, or not a compliance test: the plan's spec as it is
+    assert compared_spec(test04, {}) == test04.spec
+    assert compared_spec(planned[(Scenario.SERVER, RunKind.PERFORMANCE)],
+                         {RunKind.PERFORMANCE: standing}).settings == perf.settings

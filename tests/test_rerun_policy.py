@@ -18,8 +18,9 @@ SPEC = RunSpec(host="h", benchmark="digits", model="resnet", scenario=Scenario.O
                kind=RunKind.TEST01, mode=Mode.SHORT, round="v6.1")
 
 
-def attempt(store: RunStore, state: str, verdict: Verdict | None = None):  # type: ignore[no-untyped-def]
-    record = store.start_attempt(SPEC)
+def attempt(store: RunStore, state: str, verdict: Verdict | None = None,  # type: ignore[no-untyped-def]
+            spec: RunSpec = SPEC):
+    record = store.start_attempt(spec)
     return store.update(record.key, record.attempt, state=state, verdict=verdict,
                         finished_at=datetime.now(UTC))
 
@@ -34,7 +35,8 @@ def failed(detail: str, name: str = "compliance") -> Verdict:
     (failed("accuracy: responses differ from the accuracy run's"), False),
     (failed("performance: TEST FAIL; accuracy (non-deterministic check): 70.0 < 76.3"), False),
     (failed("LoadGen judged the run INVALID", name="valid"), False),
-    (Verdict(passed=False, rerun_settings={"*.Offline.target_qps": 900}), True),
+    # a test runs at its reference's load, never at settings its own verdict proposes
+    (Verdict(passed=False, rerun_settings={"*.Offline.target_qps": 900}), False),
 ])
 def test_what_is_run_again(verdict: Verdict, rerun: bool, tmp_path: Path) -> None:
     store = RunStore(tmp_path)
@@ -42,6 +44,17 @@ def test_what_is_run_again(verdict: Verdict, rerun: bool, tmp_path: Path) -> Non
     assert _may_rerun(store, record, ExecuteOptions(max_reruns=1)) is rerun
     second = attempt(store, "finished", verdict)
     assert not _may_rerun(store, second, ExecuteOptions(max_reruns=1))  # the bound holds
+
+
+def test_an_invalid_performance_run_is_run_again_at_its_verdicts_settings(
+        tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    spec = SPEC.model_copy(update={"kind": RunKind.PERFORMANCE})
+    proposal = Verdict(passed=False, rerun_settings={"*.Offline.target_qps": 900})
+    assert _may_rerun(store, attempt(store, "finished", proposal, spec),
+                      ExecuteOptions(max_reruns=1))
+    assert not _may_rerun(store, attempt(store, "finished", proposal, spec),
+                          ExecuteOptions(max_reruns=1))  # the bound holds
 
 
 @pytest.mark.parametrize(("verdict", "settles"), [

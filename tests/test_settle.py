@@ -56,9 +56,13 @@ class Recorder:
     """A runner that stores an attempt per request, with the verification text it is given."""
 
     def __init__(self, store: RunStore, tmp: Path, outcomes: list[tuple[str, str]],
-                 rate: float = 2.0) -> None:
+                 rate: float = 2.0, same_load: bool = True) -> None:
         self.store, self.tmp, self.outcomes, self.asked = store, tmp, outcomes, []
         self.rate = rate  # what measuring performance again measures
+        self.same_load = same_load  # whether a new performance attempt kept the old's load
+
+    def ran_at(self, test: RunRecord, performance: RunRecord) -> bool:
+        return self.same_load
 
     def measure_again(self) -> RunRecord:
         self.asked.append("performance")
@@ -294,3 +298,64 @@ def test_a_test_still_faster_when_performance_is_spent_is_run_again(tmp_path: Pa
     # the test was the lucky measurement: it is run again, within its own bound
     assert runner.asked[0] == "rerun TEST01"
     assert is_settled(store, runs)
+
+
+def test_a_test_run_at_an_earlier_references_load_is_run_again_not_reverified(
+        tmp_path: Path) -> None:
+    """The reference was measured again at another load (a re-run at a lower target): a test
+    judged against the earlier attempt ran at that attempt's load, so it is run again at the
+    standing attempt's; the same test within no bound is verified again as it is."""
+    store, files = RunStore(tmp_path / "store"), tmp_path / "files"
+    files.mkdir()
+    add(store, files, "performance", True, rate=1.0)
+    add(store, files, "TEST04", True)  # judged against attempt 1
+    add(store, files, "performance", True, rate=1.5)  # attempt 2 stands, at another load
+    runs = ComplianceSet(spec_for("SingleStream", "performance").key,
+                         {RunKind.TEST04: spec_for("SingleStream", "TEST04").key})
+    moved = Recorder(store, files, [("pass", "TEST PASS\n")], same_load=False)
+    settle(store, runs, moved, max_reruns=2)
+    assert moved.asked == ["rerun TEST04"]
+    assert is_settled(store, runs)
+
+    store2, files2 = RunStore(tmp_path / "store2"), tmp_path / "files2"
+    files2.mkdir()
+    add(store2, files2, "performance", True, rate=1.0)
+    add(store2, files2, "TEST04", True)
+    add(store2, files2, "performance", True, rate=1.5)
+    spent = Recorder(store2, files2, [], same_load=False)
+    settle(store2, runs, spent, max_reruns=0)  # no re-run left: its logs are judged again
+    assert spent.asked == ["reverify TEST04"]
+
+
+def test_a_test_invalid_at_its_references_load_is_a_timing_failure() -> None:
+    from datetime import UTC, datetime
+
+    from bench.run import RunState
+    from bench.settle import measured_faster, missed_latency, outran, timing_only
+
+    def verdict(*checks: Check) -> Verdict:
+        return Verdict(passed=False, checks=list(checks))
+
+    compliance = Check(name="compliance", ok=False, detail="performance: TEST FAIL")
+    slow = Check(name="valid", ok=False,
+                 detail="LoadGen judged the run INVALID (latency constraint not met)")
+    fast = Check(name="valid", ok=False,
+                 detail="LoadGen judged the run INVALID (min duration not met)")
+    seeds = Check(name="seeds", ok=False, detail="the seeds are those of no known round")
+    accuracy = Check(name="compliance", ok=False,
+                     detail="accuracy: responses differ from the accuracy run's")
+    spec = spec_for("Offline", "TEST04")
+
+    def record(*checks: Check) -> RunRecord:
+        return RunRecord(spec=spec, key=spec.key, attempt=1, state=RunState.FINISHED,
+                         started_at=datetime.now(UTC), verdict=verdict(*checks))
+
+    assert timing_only(record(compliance, slow)) and missed_latency(record(compliance, slow))
+    assert timing_only(record(compliance, fast)) and outran(record(compliance, fast))
+    assert not timing_only(record(compliance, seeds))  # the SUT's fault stands
+    assert not timing_only(record(accuracy))
+    assert not timing_only(record(slow))  # no comparison failed: nothing to settle
+    store = RunStore(Path("/nonexistent-store"))
+    assert measured_faster(store, record(compliance, fast)) is True
+    assert measured_faster(store, record(compliance, slow)) is False
+    assert measured_faster(store, record(compliance)) is None

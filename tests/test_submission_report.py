@@ -132,9 +132,11 @@ def test_audits_name_derated_targets_and_reverified_tests(tmp_path: Path) -> Non
     test01 = perf.model_copy(update={"kind": RunKind.TEST01,
                                      "settings": {"*.Server.target_qps": 960.0}})
     store.add_attempt(perf, files, verdict=ok)
-    store.add_attempt(test01, files, verdict=ok)
+    store.add_attempt(perf, files, verdict=ok)  # measured again at the same load
+    store.add_attempt(test01, files, verdict=ok, references={"performance": 1})
     store.add_attempt(test01, files, verdict=ok, reverifies=1, references={"performance": 2})
     text = "\n".join(audits(runs_of(store)))
-    assert "local/tiny/Server TEST01 | target_qps 960 (0.96 x 1000)" in text
+    assert ("| local/tiny/Server TEST01 | attempt 2 at target_qps 960 (0.96 x 1000) of "
+            "performance attempt 2 |") in text
     assert "attempt 2: the logs of attempt 1 verified again against performance attempt 2" in text
     assert "Offline" not in text
