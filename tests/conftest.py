@@ -20,8 +20,9 @@ LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 # Modules whose tests drive real LoadGen runs, subrun's power daemon with a simulated analyzer,
 # the Prefect test harness, hostile SSH servers or the official scripts: seconds per test.
 SLOW_MODULES = {
-    "test_automation", "test_bad_input", "test_compliance", "test_hostile_target",
-    "test_loadgen_log", "test_power_daemon", "test_power_dev", "test_power_session",
+    "test_automation", "test_bad_input", "test_compliance", "test_digits_model",
+    "test_hostile_target", "test_loadgen_log", "test_power_daemon", "test_power_dev",
+    "test_power_session",
     "test_settle", "test_submission_checker", "test_submission_precheck",
     "test_submission_report", "test_submission_tree", "test_verdict",
 }

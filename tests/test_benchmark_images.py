@@ -18,12 +18,14 @@ from lab.errors import ImageError
 from lab.provision import ProvisionResult, provision
 from testkit import tiny_resnet
 from tests.support.lab_images import OFFLINE, lab_engine
+from tests.support.targets import OFFLINE_ABOVE_REACH_QPS
 
 pytestmark = pytest.mark.lab
 
 ACCURACY_LINE = re.compile(r"^accuracy=(\d+\.\d{3})%, good=(\d+), total=(\d+)$")
 SHORT = {  # quick but complete LoadGen runs
-    Scenario.OFFLINE: "*.Offline.target_qps = 2000\n*.Offline.min_duration = 1000\n",
+    Scenario.OFFLINE: (f"*.Offline.target_qps = {OFFLINE_ABOVE_REACH_QPS}\n"
+                       "*.Offline.min_duration = 1000\n"),
     Scenario.SINGLE_STREAM: ("*.SingleStream.target_latency = 0.05\n"
                              "*.SingleStream.min_duration = 500\n"
                              "*.SingleStream.min_query_count = 64\n"),

@@ -75,6 +75,6 @@ def test_kills_at_provisioning_collection_and_assembly(lab_dir: Path, tmp_path: 
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     done_exactly_once(store)
     assert len(store.keys()) == 2
-    results = tree / "open" / "SubrunLab" / "results" / "h2" / "digits-svm" / "SingleStream"
+    results = tree / "open" / "SubrunLab" / "results" / "h2" / "digits-mlp" / "SingleStream"
     assert (results / "accuracy" / "accuracy.txt").is_file()
     assert (results / "performance" / "run_1" / "mlperf_log_detail.txt").is_file()

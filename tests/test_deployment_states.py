@@ -118,10 +118,10 @@ def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
     hosts_yaml = _with_native_host(lab_dir, tmp_path)
     inventory = load_inventory(hosts_yaml)
     path = write_campaign(tmp_path, name, hosts_yaml, ["h2", NATIVE, "h3"], accuracy=False)
-    data = yaml.safe_load(path.read_text())  # h2's run lasts 20 s or more, h3's seconds,
+    data = yaml.safe_load(path.read_text())  # h2's run lasts 20 s, h3's seconds, and the
     for entry, duration_ms in zip(data["hosts"][:2], (20000, 600000), strict=False):
-        entry["benchmarks"][0]["settings"] = {  # and the native one until it is cancelled
-            "Offline": {"min_duration": duration_ms, "target_qps": 12000}}
+        entry["benchmarks"][0]["scenarios"] = ["Server"]  # native one until it is cancelled
+        entry["benchmarks"][0]["settings"] = {"Server": {"min_duration": duration_ms}}
     path.write_text(yaml.safe_dump(data))
     store = RunStore(load_campaign(path).paths.store)
     started = deployment_run(served, path, watch=False)

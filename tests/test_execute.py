@@ -28,7 +28,7 @@ from bench.target import RunTarget, remote_run_dir
 from lab.config import Inventory
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
-from tests.support.targets import provisioned_target
+from tests.support.targets import OFFLINE_ABOVE_REACH_QPS, provisioned_target
 
 pytestmark = pytest.mark.lab
 RULES = load_rules("v6.1")
@@ -46,7 +46,7 @@ def longer(run: PlannedRun, min_duration_ms: int) -> PlannedRun:
     """An Offline run of at least min_duration_ms (its target QPS is set above what the demo
     SUT reaches here, so LoadGen's sample count outlasts the duration: the run stays VALID)."""
     settings = {**run.spec.settings, "*.Offline.min_duration": min_duration_ms,
-                "*.Offline.target_qps": 12000}
+                "*.Offline.target_qps": OFFLINE_ABOVE_REACH_QPS}
     return PlannedRun(run.spec.model_copy(update={"settings": settings}), run.estimate_s)
 
 
@@ -156,7 +156,8 @@ def test_controller_crash_reattaches_to_the_running_container(h2_target: RunTarg
 def test_killed_container_is_recorded_failed_with_its_tail(h2_target: RunTarget,
                                                            tmp_path: Path) -> None:
     store = RunStore(tmp_path / "store")
-    run = longer(planned(h2_target, Scenario.OFFLINE, RunKind.PERFORMANCE), 30000)
+    # Server: 30 s of queries arriving over time (an Offline run that long would issue ~26M)
+    run = planned(h2_target, Scenario.SERVER, RunKind.PERFORMANCE, min_duration=30000)
 
     def killer() -> None:
         deadline = time.monotonic() + 60

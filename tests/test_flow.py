@@ -25,7 +25,7 @@ def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir:
     tree = Path(summary.tree)
     results = tree / "open" / "SubrunLab" / "results"
     assert {p.name for p in results.iterdir()} == {"h2", "h3"}
-    assert (results / "h2" / "digits-svm" / "Offline" / "accuracy" / "accuracy.txt").is_file()
+    assert (results / "h2" / "digits-mlp" / "Offline" / "accuracy" / "accuracy.txt").is_file()
     assert Path(summary.report).is_file() and Path(summary.tarball).is_file()
     store = RunStore(load_campaign(path).paths.store)
     keys = store.keys()

@@ -44,7 +44,7 @@ def test_shipped_benchmarks_load() -> None:
     assert {"digits", "resnet50"} <= set(list_benchmarks())
     digits = load_manifest("digits")
     assert digits.division == "open" and digits.official_model == "resnet"
-    assert digits.model_mapping() == {"digits-svm": "resnet"}
+    assert digits.model_mapping() == {"digits-mlp": "resnet"}
     assert digits.dataset_size == 50000 and digits.performance_sample_count == 1024
     assert set(digits.scenarios) == {Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM,
                                      Scenario.OFFLINE, Scenario.SERVER}
@@ -67,7 +67,7 @@ def test_argv_templates_render() -> None:
     resnet = load_manifest("resnet50")
     run = resnet.run_argv(Scenario.OFFLINE, RunKind.PERFORMANCE)
     assert "/subrun/data/imagenet" in run and "/subrun/models/resnet50" in run
-    assert digits.user_conf_defaults(Scenario.SERVER) == {"target_qps": 1000.0,
+    assert digits.user_conf_defaults(Scenario.SERVER) == {"target_qps": 1500.0,
                                                           "target_latency": 15.0}
     assert resnet.verify_argv() is not None and digits.verify_argv() is None
 

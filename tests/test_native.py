@@ -30,6 +30,7 @@ from lab.errors import ImageError
 from lab.images import DEFAULT_CACHE, wheelhouse
 from lab.provision import ProvisionOptions, ProvisionResult
 from lab.transport import open_host
+from tests.support.targets import OFFLINE_ABOVE_REACH_QPS
 
 pytestmark = pytest.mark.lab
 HOST = "h2-native"
@@ -84,7 +85,7 @@ def test_environment_is_made_once_and_an_unchanged_one_sends_nothing(
     assert made.built and made.bytes_sent > 10_000_000  # code plus the wheels
     host = ctx.host(HOST)
     assert made.image.startswith(f"{ctx.inventory.host(HOST).work_dir}/native/digits-")
-    assert host.exists(f"{made.image}/model/digits-svc.pkl")  # the Dockerfile's training step
+    assert host.exists(f"{made.image}/model/digits-mlp.pkl")  # the Dockerfile's training step
     assert not host.exists(f"{made.image}/wheels")
     again = steps.provision_host(ctx, HOST)["digits"]
     assert again.unchanged and again.bytes_sent == 0
@@ -140,7 +141,7 @@ def test_reattach_after_the_controller_forgets(
     target = target_of(ctx, images)
     base = planned(ctx, RunKind.PERFORMANCE)
     settings = {**base.spec.settings, "*.Offline.min_duration": 2000,
-                "*.Offline.target_qps": 12000}
+                "*.Offline.target_qps": OFFLINE_ABOVE_REACH_QPS}
     run = PlannedRun(base.spec.model_copy(update={"settings": settings}), base.estimate_s)
     record = ctx.store.start_attempt(run.spec)  # a controller started the run, then died
     started = remote.start(target, record, run_files(run.spec, ctx.rules))

@@ -111,8 +111,9 @@ def test_an_offline_target_above_the_measured_rate_lengthens_the_estimate(tmp_pa
     rules = load_rules(campaign.round)
     (unmeasured,) = make_plan(campaign, manifests, rules).runs
     (run,) = make_plan(campaign, manifests, rules, measured_in(store)).runs
-    samples = 1.1 * 12000 * rules.min_duration_ms / 1000  # the manifest's target_qps: 12000
-    assert unmeasured.estimate_s == pytest.approx(samples / 12000 + RUN_OVERHEAD_S)
+    target = manifests["digits"].user_conf_defaults(Scenario.OFFLINE)["target_qps"]
+    samples = 1.1 * target * rules.min_duration_ms / 1000
+    assert unmeasured.estimate_s == pytest.approx(samples / target + RUN_OVERHEAD_S)
     assert run.estimate_s == pytest.approx(samples / 6000 + RUN_OVERHEAD_S)
     assert "above the 6000 samples/s measured by a/digits/Offline/performance" in run.assumption
     assert "image 0123456789ab" in run.assumption
@@ -147,13 +148,13 @@ def test_server_audits_run_at_the_derated_target_qps() -> None:
         return {r.spec.kind: r.spec.settings.get("*.Server.target_qps") for r in plan.runs
                 if r.spec.scenario is Scenario.SERVER}
 
-    # digits' benchmark.yaml: TEST01 at 0.96 and TEST04 at 0.97 of the performance run's 1000
+    # digits' benchmark.yaml: TEST01 at 0.96 and TEST04 at 0.97 of the performance run's 1500
     assert server_targets(demo_plan()) == {
-        RunKind.PERFORMANCE: 1000.0, RunKind.ACCURACY: 1000.0, RunKind.TEST01: 960.0,
-        RunKind.TEST04: 970.0, RunKind.POWER: 1000.0}
+        RunKind.PERFORMANCE: 1500.0, RunKind.ACCURACY: 1500.0, RunKind.TEST01: 1440.0,
+        RunKind.TEST04: 1455.0, RunKind.POWER: 1500.0}
     # the campaign's own factor wins; other scenarios never change
     plan = demo_plan(compliance_derate={"TEST01": 0.9})
-    assert server_targets(plan)[RunKind.TEST01] == 900.0
+    assert server_targets(plan)[RunKind.TEST01] == 1350.0
     offline = {r.spec.settings.get("*.Offline.target_qps") for r in plan.runs
                if r.spec.scenario is Scenario.OFFLINE}
     assert len(offline) == 1

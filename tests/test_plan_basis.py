@@ -26,6 +26,8 @@ from submission import estimates_view
 IMAGE_A, IMAGE_B, LOADGEN = "sha256:" + "a" * 64, "sha256:" + "b" * 64, "6.0.17 @ test"
 MANIFESTS = {"digits": load_manifest("digits")}
 RULES = load_rules("v6.1")
+# digits' Offline target_qps in benchmark.yaml: what LoadGen issues without a better basis
+DEFAULT_QPS = MANIFESTS["digits"].user_conf_defaults(Scenario.OFFLINE)["target_qps"]
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
@@ -91,7 +93,7 @@ def test_tuned_beats_measured_beats_default(tmp_path: Path) -> None:
     both = gather(tmp_path / "out", store.root, {}, tmp_path / "out" / "tuning")
     (run,) = planned(both).runs
     assert run.basis is Basis.TUNED and "found by tuning of a/digits/Offline" in run.assumption
-    samples = 1.1 * 12000 * RULES.min_duration_ms / 1000
+    samples = 1.1 * DEFAULT_QPS * RULES.min_duration_ms / 1000
     assert run.estimate_s == pytest.approx(samples / 5000 + RUN_OVERHEAD_S)
     plan = planned(both)
     assert plan.defaults() == [] and planned(Evidence()).defaults() == planned(Evidence()).runs
@@ -124,7 +126,7 @@ def test_the_same_images_measurement_is_preferred_over_a_newer_one(tmp_path: Pat
     store_run(store, offline_spec(IMAGE_A), rate=6000, started=T0)
     store_run(store, offline_spec(IMAGE_B), rate=9000, started=T0 + timedelta(hours=1))
     evidence = gather(tmp_path / "out", store.root, {})
-    samples = 1.1 * 12000 * RULES.min_duration_ms / 1000
+    samples = 1.1 * DEFAULT_QPS * RULES.min_duration_ms / 1000
     (same,) = planned(evidence, IMAGE_A).runs
     assert same.estimate_s == pytest.approx(samples / 6000 + RUN_OVERHEAD_S)
     (unbound,) = planned(evidence, image=None).runs  # `subrun plan`: the newest, said so
@@ -161,7 +163,7 @@ def test_overheads_come_from_the_store_when_it_has_them(tmp_path: Path) -> None:
     assert overhead.for_kind(RunKind.TEST01) == pytest.approx(4.5)  # the median of the others
     assert overhead.for_kind(RunKind.ACCURACY) is None
     (run,) = planned(gather(tmp_path / "out", store.root, {"a": 0.5})).runs
-    samples = 1.1 * 12000 * RULES.min_duration_ms / 1000
+    samples = 1.1 * DEFAULT_QPS * RULES.min_duration_ms / 1000
     assert run.estimate_s == pytest.approx(samples / 6000 + 6.0 + 0.5)
 
 

@@ -29,6 +29,7 @@ from lab.config import Inventory
 from lab.errors import ImageError
 from lab.transport import open_host
 from tests.support.campaigns import write_campaign
+from tests.support.targets import OFFLINE_ABOVE_REACH_QPS
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ HOSTS = ["h2", "h3"]
 # A few seconds per run: Offline's target QPS lies above what the demo SUT reaches, so LoadGen's
 # sample count outlasts min_duration (VALID); SingleStream runs its min_duration.
 SETTINGS: dict[str, dict[str, float]] = {
-    "Offline": {"min_duration": 1500, "target_qps": 12000},
+    "Offline": {"min_duration": 1500, "target_qps": OFFLINE_ABOVE_REACH_QPS},
     "SingleStream": {"min_duration": 3000}}
 
 

@@ -65,7 +65,7 @@ def test_a_stale_record_is_not_used_and_the_plan_says_why(tmp_path: Path) -> Non
     finished(book, KEY, 1262)
     used, notes = records_for(c, DIGITS, book, {("h2", "digits"): "sha256:bbbb"}, "6.0.17")
     assert not used and "stale" in notes[0] and "the host has bbbb" in notes[0]
-    assert server_qps(tuned_campaign(c, used)) == 1000  # the manifest's default
+    assert server_qps(tuned_campaign(c, used)) == 1500  # the manifest's default
     before, _ = records_for(c, DIGITS, book)  # before provisioning: the round's newest
     assert (("h2", "digits", Scenario.SERVER)) in before
     other_round, notes = records_for(campaign(tmp_path).model_copy(update={"round": "v6.0"}),

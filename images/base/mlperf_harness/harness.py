@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import gc
 import os
 import queue
 import sys
@@ -18,6 +19,9 @@ import numpy as np
 SCENARIOS = {"SingleStream": "SingleStream", "MultiStream": "MultiStream", "Offline": "Offline",
              "Server": "Server", "Interactive": "Server"}
 MODES = {"PerformanceOnly": lg.TestMode.PerformanceOnly, "AccuracyOnly": lg.TestMode.AccuracyOnly}
+# Answered on LoadGen's issue thread: the next query waits for this one anyway, and a hand-off to
+# a worker (queue, wake-up, GIL switch) would cost more than a 20-us query itself.
+INLINE = frozenset({"SingleStream", "MultiStream"})
 
 
 class Backend(Protocol):
@@ -43,9 +47,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--dataset-dir", default="")
     parser.add_argument("--model-dir", default="")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=usable_cores(),
+                        help="Offline/Server workers (default: the cores this process may use)")
     parser.add_argument("--max-batch", type=int, default=64)
     return parser.parse_args(argv)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (`docker --cpuset-cpus`, taskset), not the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def main(make_backend: Callable[[argparse.Namespace], Backend],
@@ -58,53 +70,100 @@ def main(make_backend: Callable[[argparse.Namespace], Backend],
         return 2
     os.makedirs(args.output_dir, exist_ok=True)
     backend = make_backend(args)
-    warm_up(backend)
+    labels = warm_up(backend)
+    scenario = SCENARIOS[args.scenario]
     settings = lg.TestSettings()
-    settings.scenario = getattr(lg.TestScenario, SCENARIOS[args.scenario])
+    settings.scenario = getattr(lg.TestScenario, scenario)
     settings.mode = MODES[args.mode]
-    settings.FromConfig(args.user_conf, args.model, SCENARIOS[args.scenario])
+    settings.FromConfig(args.user_conf, args.model, scenario)
     logs = lg.LogSettings()
     logs.log_output.outdir = args.output_dir
     logs.log_output.copy_summary_to_stdout = True
     logs.enable_trace = False  # megabytes per run that no one reads
-    workers = _Workers(backend, threads=max(1, args.threads), max_batch=args.max_batch)
-    sut = lg.ConstructSUT(workers.issue, lambda: None)
+    respond = _Responder(backend, labels)
+    workers = None if scenario in INLINE else _Workers(
+        respond, threads=max(1, args.threads), max_batch=args.max_batch)
+    sut = lg.ConstructSUT(workers.issue if workers else respond, lambda: None)
     qsl = lg.ConstructQSL(backend.total_count, min(backend.performance_count,
                                                    backend.total_count),
                           backend.load, backend.unload)
+    _quiet_gc()
     try:
         lg.StartTestWithLogSettings(sut, qsl, settings, logs)
     finally:
-        workers.stop()
+        gc.enable()
+        if workers:
+            workers.stop()
         lg.DestroyQSL(qsl)
         lg.DestroySUT(sut)
     return 0
 
 
-def warm_up(backend: Backend, samples: int = 64, rounds: int = 3) -> None:
+def warm_up(backend: Backend, samples: int = 64, rounds: int = 3) -> list[int]:
     """Answer a few batches before LoadGen starts timing (allowed by the rules): first-call costs
-    such as lazy imports and allocations would otherwise dominate a short run."""
+    such as lazy imports and allocations would otherwise dominate a short run. Returns the labels
+    seen, so their answer buffers are made before timing too."""
     indices = list(range(min(samples, backend.performance_count, backend.total_count)))
     backend.load(indices)
-    for _ in range(rounds):
-        backend.predict(indices)
+    seen = {label for _ in range(rounds) for label in backend.predict(indices).tolist()}
+    for size in (1, 8):  # the shapes of SingleStream and MultiStream queries
+        backend.predict(indices[:size])
     backend.unload(indices)
+    return sorted(seen)
+
+
+def _quiet_gc() -> None:
+    """No collector pauses inside measured latencies: what loading made is frozen out of every
+    future collection, and collection is off for the test. Answering a query makes no reference
+    cycles (plain lists, arrays, LoadGen's objects), so reference counting frees it all."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+
+class _Responder:
+    """Answers one batch of samples: the backend's labels, each logged as a float32 buffer."""
+
+    def __init__(self, backend: Backend, labels: Sequence[int] = ()) -> None:
+        self.backend = backend
+        # one read-only buffer per label, alive to the end: LoadGen copies what it logs
+        self.buffers: dict[int, array.array[int]] = {}
+        self.answers: dict[int, tuple[int, int]] = {}
+        for label in labels:
+            self._answer(label)
+
+    def __call__(self, samples: list[lg.QuerySample]) -> None:
+        try:
+            labels = self.backend.predict([s.index for s in samples]).tolist()
+            answers = [self.answers.get(label) or self._answer(label) for label in labels]
+        except Exception:  # a SUT that stops answering would leave LoadGen waiting forever
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(3)
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, address, size)
+                                 for s, (address, size) in zip(samples, answers, strict=True)])
+
+    def _answer(self, label: int) -> tuple[int, int]:
+        # The reference flow logs each answer as a float32 label; the accuracy scripts read it.
+        buffer = array.array("B", np.float32(label).tobytes())
+        self.buffers[label] = buffer
+        self.answers[label] = (buffer.buffer_info()[0], len(buffer))
+        return self.answers[label]
 
 
 class _Workers:
-    """Threads answering queries; a query's samples are split into batches of max_batch."""
+    """Threads answering Offline and Server queries, cut into batches of at most max_batch."""
 
-    def __init__(self, backend: Backend, *, threads: int, max_batch: int) -> None:
-        self.backend = backend
+    def __init__(self, respond: _Responder, *, threads: int, max_batch: int) -> None:
+        self.respond = respond
         self.max_batch = max_batch
-        self.work: queue.Queue[list[lg.QuerySample] | None] = queue.Queue()
+        self.work: queue.SimpleQueue[list[lg.QuerySample] | None] = queue.SimpleQueue()
         self.threads = [threading.Thread(target=self._serve, daemon=True) for _ in range(threads)]
         for thread in self.threads:
             thread.start()
 
     def issue(self, samples: list[lg.QuerySample]) -> None:
-        # a small query (a MultiStream one) is shared by all workers, a large one is cut into
-        # max_batch pieces: latency and throughput both use every core
+        # a large query is cut into max_batch pieces, fewer when that leaves a worker idle
         size = min(self.max_batch, max(1, -(-len(samples) // len(self.threads))))
         for start in range(0, len(samples), size):
             self.work.put(samples[start:start + size])
@@ -117,14 +176,4 @@ class _Workers:
 
     def _serve(self) -> None:
         while (batch := self.work.get()) is not None:
-            try:
-                labels = self.backend.predict([s.index for s in batch])
-            except Exception:  # a SUT that stops answering would leave LoadGen waiting forever
-                traceback.print_exc()
-                sys.stderr.flush()
-                os._exit(3)
-            # The reference flow logs each answer as a float32 label; the accuracy scripts read it.
-            buffers = [array.array("B", np.float32(label).tobytes()) for label in labels]
-            responses = [lg.QuerySampleResponse(s.id, b.buffer_info()[0], len(b))
-                         for s, b in zip(batch, buffers, strict=True)]
-            lg.QuerySamplesComplete(responses)
+            self.respond(batch)

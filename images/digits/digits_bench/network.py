@@ -1,0 +1,42 @@
+"""The trained MLP answered by numpy alone: one relu hidden layer, then the argmax of the output.
+
+The weights come from scikit-learn's pickle (`coefs_`, `intercepts_`, `classes_`) once, at load
+time; predicting calls no scikit-learn code. The operations are those of scikit-learn's own
+forward pass, in its dtype (float32: the model was fitted on float32 samples), and the output's
+softmax is left out because it keeps the order of the scores.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class Network:
+    """Weights of a one-hidden-layer relu MLP classifier."""
+
+    def __init__(self, model: Any) -> None:
+        if model.activation != "relu" or model.out_activation_ != "softmax" or model.n_layers_ != 3:
+            raise ValueError(f"expected a relu MLP with one hidden layer and a softmax output, "
+                             f"got {model.activation}/{model.out_activation_} with "
+                             f"{model.n_layers_ - 2} hidden layers")
+        (self.hidden_w, self.out_w), (self.hidden_b, self.out_b) = model.coefs_, model.intercepts_
+        self.classes = np.asarray(model.classes_)
+        self.dtype = self.hidden_w.dtype
+
+    @classmethod
+    def load(cls, path: Path) -> Network:
+        """The network pickled at path by digits_bench.train."""
+        return cls(pickle.loads(Path(path).read_bytes()))
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """The class of each row of features, (n, 64) in the model's dtype."""
+        hidden = features @ self.hidden_w
+        hidden += self.hidden_b
+        np.maximum(hidden, 0, out=hidden)
+        scores = hidden @ self.out_w
+        scores += self.out_b
+        return self.classes[scores.argmax(axis=1)]
