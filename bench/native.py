@@ -20,6 +20,7 @@ from bench.assets import host_path
 from bench.manifest import Manifest
 from bench.run import RUN_MOUNT
 from lab.config import HostConfig
+from lab.cores import pinned_cores, taskset_argv
 from lab.docker import Container, ContainerStatus
 from lab.errors import ImageError, RunError
 from lab.host import Detached, DetachedStatus, Host
@@ -79,8 +80,9 @@ class NativeRunner:
     def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
               labels: Mapping[str, str]) -> Detached:
         # labels name a container for people; a process is named by its run id alone
-        return target.host.start_detached(in_env(target.image, argv), name=process_name(rid),
-                                          cwd=run_dir)
+        cores = pinned_cores(target.host, target.config.native.cpuset, field="native.cpuset")
+        return target.host.start_detached(taskset_argv(cores, in_env(target.image, argv)),
+                                          name=process_name(rid), cwd=run_dir)
 
     def find(self, target: RunTarget, rid: str) -> Detached | None:
         return target.host.find_detached(process_name(rid))
