@@ -35,8 +35,8 @@ from lab.host import CommandResult, Host, OutputSink, Stdin
 LABEL_MANAGED = "org.subrun.managed"
 LABEL_RUN = "org.subrun.run"
 LABEL_ONESHOT = "org.subrun.oneshot"
-# the highest CPU weight docker takes: on its pinned cores a run container wins against
-# everything else there (cgroup v2 maps it to the top cpu.weight)
+# the highest CPU weight docker takes (cgroup v2: the top cpu.weight): on its pinned cores a
+# run container wins against the other containers there
 TOP_CPU_SHARES = 262144
 
 # Output that means the object asked for is simply not there (a normal answer, not a fault).
