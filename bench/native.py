@@ -6,7 +6,8 @@ chain holds, in a venv. `NATIVE` is the runner `bench.target` uses for hosts wit
 `docker: {engine: false}`: each attempt's harness starts with `Host.start_detached` under the
 name `subrun-<run id>`, so it survives a dropped SSH link and is found again by name after a
 controller crash, with its run directory as working directory, exactly as a container would
-have it mounted. Image paths in the run's command map to the environment's folders
+have it mounted, and under `taskset -c` on the host's `native: {cpuset: ...}` cores when it
+has them. Image paths in the run's command map to the environment's folders
 (`native.paths` in benchmark.yaml), the run directory and the host's mounts to host directories.
 """
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import typer
 
 from bench.manifest import load_manifest
 from bench.native import NATIVE
@@ -244,3 +245,22 @@ def test_keep_off_leaves_the_process_where_nothing_else_is_left() -> None:
     assert cores.keep_off(before) == ()
     assert cores.keep_off([]) == ()
     assert os.sched_getaffinity(0) == before
+
+
+def test_subrun_run_keeps_off_the_cores_of_local_runs(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.cli_common import keep_off_local_runs
+
+    asked: list[tuple[int, ...]] = []
+    monkeypatch.setattr(cores, "keep_off", lambda avoid: asked.append(tuple(avoid)) or ())
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  - {name: a, transport: local, docker: {cpuset: auto}}\n"
+                    "  - {name: b, transport: local, docker: {engine: false},"
+                    " native: {cpuset: '0'}}\n  - {name: c, address: x, docker: {cpuset: '2'}}\n")
+    keep_off_local_runs(load_inventory(path), path)
+    assert asked == [(0, 1, 2, 3)]
+    path.write_text("hosts:\n  - {name: a, transport: local, docker: {cpuset: '4-5'}}\n")
+    with pytest.raises(typer.Exit) as stopped:  # a core this machine lacks: exit 2, no traceback
+        keep_off_local_runs(load_inventory(path), path)
+    assert stopped.value.exit_code == 2
