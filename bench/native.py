@@ -6,7 +6,8 @@ chain holds, in a venv. `NATIVE` is the runner `bench.target` uses for hosts wit
 `docker: {engine: false}`: each attempt's harness starts with `Host.start_detached` under the
 name `subrun-<run id>`, so it survives a dropped SSH link and is found again by name after a
 controller crash, with its run directory as working directory, exactly as a container would
-have it mounted. Image paths in the run's command map to the environment's folders
+have it mounted, and under `taskset -c` on the host's `native: {cpuset: ...}` cores when it
+has them. Image paths in the run's command map to the environment's folders
 (`native.paths` in benchmark.yaml), the run directory and the host's mounts to host directories.
 """
 
@@ -20,6 +21,7 @@ from bench.assets import host_path
 from bench.manifest import Manifest
 from bench.run import RUN_MOUNT
 from lab.config import HostConfig
+from lab.cores import pinned_cores, taskset_argv
 from lab.docker import Container, ContainerStatus
 from lab.errors import ImageError, RunError
 from lab.host import Detached, DetachedStatus, Host
@@ -79,8 +81,9 @@ class NativeRunner:
     def start(self, target: RunTarget, rid: str, run_dir: str, argv: list[str],
               labels: Mapping[str, str]) -> Detached:
         # labels name a container for people; a process is named by its run id alone
-        return target.host.start_detached(in_env(target.image, argv), name=process_name(rid),
-                                          cwd=run_dir)
+        cores = pinned_cores(target.host, target.config.native.cpuset, field="native.cpuset")
+        return target.host.start_detached(taskset_argv(cores, in_env(target.image, argv)),
+                                          name=process_name(rid), cwd=run_dir)
 
     def find(self, target: RunTarget, rid: str) -> Detached | None:
         return target.host.find_detached(process_name(rid))

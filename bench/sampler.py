@@ -5,9 +5,9 @@ Once a second it reads /proc and /sys with shell builtins only (no Python on the
 of raw counters: CPU time in total and per core (/proc/stat), cpufreq where present, load
 average, MemTotal/MemAvailable, thermal zone and hwmon temperatures, the GPUs, and the CPU time
 of the run itself: its container's cgroup (cgroup v2 `cpu.stat` usage_usec, or v1
-`cpuacct.usage`), or for a native run the processes of the run's session. Deltas, shares and
-flags are computed on the controller (`bench.trace`), so the loop stays cheap; its own CPU time
-is its last line.
+`cpuacct.usage`), or for a native run the processes of the run's session. Its first line names
+the run's own cores (those it may run on). Deltas, shares and flags are computed on the
+controller (`bench.trace`), so the loop stays cheap; its own CPU time is its last line.
 
 It runs as a detached process (`Host.start_detached`) named `subrun-telemetry-<run id>`, so it
 outlives a dropped link, is found again on reattachment, and ends by itself when the run's
@@ -31,10 +31,11 @@ TRACE_MAX_BYTES = 16 * 1024 * 1024  # about 8 days of samples on a 64-core host:
 MAX_SAMPLE_S = 7 * 24 * 3600  # a sampler whose run never ends stops itself after a week
 STOP_WAIT_S = 3.0  # a stopped sampler writes its last line within a second
 
-# sh -c SCRIPT sh OUT PID MODE MAX: MODE cgroup (PID's cgroup is the run's) or session (the
-# processes of PID's session are the run's). Every number printed is a raw counter or reading.
+# sh -c SCRIPT sh OUT PID MODE MAX OWN: MODE cgroup (PID's cgroup is the run's) or session (the
+# processes of PID's session are the run's); OWN the run's cores as configured, else those PID
+# may run on (its Cpus_allowed_list). Every number printed is a raw counter or reading.
 SCRIPT = r"""
-out=$1; pid=$2; mode=$3; left=$4; stop=0
+out=$1; pid=$2; mode=$3; left=$4; own=$5; stop=0
 trap 'stop=1' TERM INT HUP
 clean() { printf '%s' "$1" | tr -cd 'A-Za-z0-9_. :/-' | cut -c1-60; }
 cg=; unit=
@@ -52,6 +53,9 @@ if [ "$mode" = cgroup ] && [ -r "/proc/$pid/cgroup" ]; then
 fi
 [ "$mode" = session ] && unit=ticks
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+[ -z "$own" ] && own=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status" \
+  2>/dev/null)
+own=$(printf '%s' "$own" | tr -cd '0-9,-' | cut -c1-4000)
 maxk=; for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq; do
   [ -r "$f" ] && read -r v < "$f" && maxk="$maxk${maxk:+,}$v"; done
 freqs=; for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq; do
@@ -84,18 +88,19 @@ done
 gpu=; command -v nvidia-smi >/dev/null 2>&1 && gpu=nvidia
 [ -z "$gpu" ] && command -v rocm-smi >/dev/null 2>&1 && gpu=rocm
 read -r up _ < /proc/uptime
-printf '{"v":1,"epoch":%s,"up":%s,"hz":%s,"run_unit":"%s","gpu":"%s",%s\n' \
-  "$(date +%s)" "$up" "${hz:-100}" "$unit" "$gpu" \
+printf '{"v":1,"epoch":%s,"up":%s,"hz":%s,"run_unit":"%s","gpu":"%s","own":"%s",%s\n' \
+  "$(date +%s)" "$up" "${hz:-100}" "$unit" "$gpu" "$own" \
   "\"max_khz\":[$maxk],\"temps\":[$names],\"limits_mc\":[$limits]}" >> "$out"
-fmt='{"up":%s,"cpu":[%s],"cores":[%s],"khz":[%s],"temp_mc":[%s],"load":[%s,%s,%s],'
+fmt='{"up":%s,"cpu":[%s],"cores":[%s],"ids":[%s],"khz":[%s],"temp_mc":[%s],"load":[%s,%s,%s],'
 fmt=$fmt'"mem_kb":[%s,%s],"run":%s,"gpu":[%s]}\n'
 while :; do
   read -r up _ < /proc/uptime
-  cpu=; cores=
+  cpu=; cores=; ids=
   while read -r n a b c d e f g h _; do
     case $n in
       cpu) cpu="$a,$b,$c,$d,${e:-0},${f:-0},${g:-0},${h:-0}" ;;
-      cpu[0-9]*) cores="$cores${cores:+,}[$a,$b,$c,$d,${e:-0},${f:-0},${g:-0},${h:-0}]" ;;
+      cpu[0-9]*) cores="$cores${cores:+,}[$a,$b,$c,$d,${e:-0},${f:-0},${g:-0},${h:-0}]"
+                 ids="$ids${ids:+,}${n#cpu}" ;;
       *) break ;;
     esac
   done < /proc/stat
@@ -122,8 +127,8 @@ while :; do
     g=$(rocm-smi --showuse --showtemp --showpower --showclocks --csv 2>/dev/null \
         | tr -d '"\\' | sed 's/.*/"&"/' | paste -sd, -)
   fi
-  printf "$fmt" "$up" "$cpu" "$cores" "$khz" "$tc" "$l1" "$l5" "$l15" "$mt" "$ma" "${run:-null}" \
-    "$g" >> "$out"  # one write per line
+  printf "$fmt" "$up" "$cpu" "$cores" "$ids" "$khz" "$tc" "$l1" "$l5" "$l15" "$mt" "$ma" \
+    "${run:-null}" "$g" >> "$out"  # one write per line
   left=$((left - 1))
   if [ $stop = 1 ] || [ $left -le 0 ] || [ ! -d "/proc/$pid" ]; then break; fi
   sleep 1
@@ -145,14 +150,15 @@ def trace_path(host: Host, rid: str) -> str:
     return f"{host.detached_dir(process_name(rid))}/{TRACE}"
 
 
-def ensure(host: Host, rid: str, pid: int, mode: str) -> None:
+def ensure(host: Host, rid: str, pid: int, mode: str, own: str = "") -> None:
     """Start the sampler of rid beside the run's process pid, unless one still runs (a
-    reattached run keeps its sampler; a new one appends to the same trace)."""
+    reattached run keeps its sampler; a new one appends to the same trace). own is the run's
+    core list when pid itself is not pinned (a native run's supervisor); else pid's own."""
     found = host.find_detached(process_name(rid))
     if found is not None and host.poll_detached(found).running:
         return
     host.start_detached(["sh", "-c", SCRIPT, "sh", trace_path(host, rid), str(pid), mode,
-                         str(MAX_SAMPLE_S)], name=process_name(rid))
+                         str(MAX_SAMPLE_S), own], name=process_name(rid))
 
 
 def fetch(host: Host, rid: str, local_dir: Path) -> bool:

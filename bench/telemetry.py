@@ -19,6 +19,7 @@ from bench.store import RunStore
 from bench.target import RunHandle, RunTarget
 from bench.trace import read_trace
 from bench.trace_judge import summarize
+from lab.cores import core_list, run_cores
 from lab.errors import SubrunError
 from lab.host import Detached
 
@@ -28,14 +29,16 @@ log = logging.getLogger("subrun.runs")
 def begin(target: RunTarget, handle: RunHandle) -> None:
     """Sample the host while the run's process lives (best effort)."""
     try:
+        own = ""  # a container's process is pinned itself: the sampler reads its cores
         if isinstance(handle.process, Detached):  # a native process: its session is the run
             pid, mode = handle.process.pid, "session"
+            own = core_list(run_cores(target.host, target.config))  # its supervisor is not
         else:
             result = target.engine.docker(["inspect", "--format", "{{.State.Pid}}",
                                            handle.process.id], what="reading a run's pid")
             pid, mode = int(result.stdout.strip() or 0), "cgroup"
         if pid > 0:  # 0: the container has already ended, nothing left to sample
-            sampler.ensure(target.host, handle.attempt_name, pid, mode)
+            sampler.ensure(target.host, handle.attempt_name, pid, mode, own)
     except (SubrunError, ValueError) as e:
         log.warning("%s: telemetry is not sampled on host '%s': %s", handle.name,
                     target.config.name, e)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from lab.cores import cores_of
+
 MAX_BYTES = 16 * 1024 * 1024
 MAX_LINE = 64 * 1024
 
@@ -34,6 +36,7 @@ class Sample:
     run_s: float | None  # cumulative CPU seconds of the run
     ncpu: int = 0  # cores listed in /proc/stat
     gpus: list[dict[str, float]] = field(default_factory=list)
+    per_core: dict[int, tuple[float, ...]] = field(default_factory=dict)  # core -> like `cpu`
 
 
 @dataclass
@@ -46,6 +49,7 @@ class Trace:
     sampler_ticks: float = 0.0
     hz: float = 100.0
     skipped: int = 0
+    own_cores: tuple[int, ...] = ()  # the cores the run may run on (its sampler's last word)
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ def _header(trace: Trace, item: dict[str, object]) -> Header | None:
     if max_khz:
         trace.max_khz = max(max_khz)
     trace.limits_c = [v / 1000 for v in _nums(item.get("limits_mc")) or []]
+    trace.own_cores = _core_list(item.get("own"))
     unit = {"us": 1e-6, "ns": 1e-9, "ticks": 1 / hz}.get(str(item.get("run_unit")))
     return Header(epoch, up, hz, unit, str(item.get("gpu", "")))
 
@@ -140,7 +145,27 @@ def _sample(item: dict[str, object], header: Header) -> Sample | None:
         temp_c=[v / 1000 for v in _nums(item.get("temp_mc")) or []],
         load1=load[0] if load else None, mem_kb=(mem[0], mem[1]) if len(mem) == 2 else None,
         run_s=run * header.run_unit_s if run is not None and header.run_unit_s else None,
-        gpus=_gpus(item.get("gpu"), header.gpu), ncpu=len(cores))
+        gpus=_gpus(item.get("gpu"), header.gpu), ncpu=len(cores),
+        per_core=_per_core(cores, item.get("ids")))
+
+
+def _core_list(value: object) -> tuple[int, ...]:
+    """A core list the sampler wrote ("1-3"); () when absent or not one."""
+    if not isinstance(value, str) or not value or len(value) > 4000:
+        return ()
+    try:
+        return cores_of(value)
+    except ValueError:
+        return ()
+
+
+def _per_core(cores: list[object], ids: object) -> dict[int, tuple[float, ...]]:
+    """Each core's /proc/stat jiffies by core number ({} when any is malformed)."""
+    numbers = _nums(ids) if ids is not None else [float(i) for i in range(len(cores))]
+    rows = [_nums(c) for c in cores]
+    if numbers is None or len(numbers) != len(rows) or any(r is None or len(r) < 4 for r in rows):
+        return {}
+    return {int(n): tuple(r[:8]) for n, r in zip(numbers, rows, strict=True) if r is not None}
 
 
 def _gpus(value: object, kind: str) -> list[dict[str, float]]:

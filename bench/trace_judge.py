@@ -5,8 +5,10 @@ Two flags make a warning (never a failure) on the run:
   `THROTTLE_FREQ_SHARE` of the host's maximum for a sustained share of the samples, or a
   temperature reached its zone's limit (the first passive/hot/critical trip point, or hwmon's
   max/crit).
-- `contended`: while the machine was saturated, processes outside the run used at least
-  `OTHER_SHARE` of its cores for a sustained share of the run: they took CPU the SUT needed.
+- `contended`: while the run's own cores were saturated, processes outside the run used at
+  least `OTHER_SHARE` of them for a sustained share of the run: they took CPU the SUT needed.
+  A run pinned to cores of its own (hosts.yaml `cpuset:`) is judged on those alone, so the flag
+  says whether pinning kept the others off them; an unpinned run's own cores are all of them.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.trace import Trace
+from bench.trace import Sample, Trace
+from lab.cores import core_list
 
 MAX_GAP_S = 5.0  # a longer interval (a sampler restarted on reattachment) gives no deltas
 BUSY = 0.5  # share of all cores in use for "busy"
 SATURATED = 0.9  # ... for "saturated"
 THROTTLE_FREQ_SHARE = 0.7
-OTHER_SHARE = 0.2  # of all cores, used outside the run
+OTHER_SHARE = 0.2  # of the run's own cores, used outside the run
 SUSTAINED = 0.2  # share of the considered intervals
 MIN_INTERVALS = 3
 
@@ -36,10 +39,11 @@ class TelemetrySummary(BaseModel):
     samples: int
     duration_s: float
     cpus: int
+    own_cores: str | None = None  # the cores the run may run on ("1-3"); None: not known
     cpu_mean_pct: float | None = None  # of all cores
     cpu_max_pct: float | None = None
-    run_cpu_mean_pct: float | None = None  # used by the run itself
-    other_mean_pct: float | None = None  # used by every other process
+    run_cpu_mean_pct: float | None = None  # used by the run itself, of its own cores
+    other_mean_pct: float | None = None  # used by every other process, of the run's cores
     other_max_pct: float | None = None
     contended_share: float | None = None  # of the run's intervals
     freq_min_mhz: float | None = None  # lowest mean core frequency while busy
@@ -73,19 +77,22 @@ class Point:
     temp_c: float | None
 
 
-def points(trace: Trace) -> list[Point]:
-    """Per interval: CPU in use, by the run and by the others (percent of all cores), the mean
-    core frequency and the hottest temperature."""
+def points(trace: Trace, own: tuple[int, ...] = ()) -> list[Point]:
+    """Per interval: CPU in use, by the run and by the others (percent of all cores, or of the
+    cores own when given), the mean core frequency and the hottest temperature."""
     out = []
     for a, b in zip(trace.samples, trace.samples[1:], strict=False):
         dt = b.up - a.up
-        delta = [y - x for x, y in zip(a.cpu, b.cpu, strict=False)]
+        before, after = (_summed(a, own), _summed(b, own)) if own else (a.cpu, b.cpu)
+        if before is None or after is None:
+            continue
+        delta = [y - x for x, y in zip(before, after, strict=False)]
         total = sum(delta)
         if not 0 < dt <= MAX_GAP_S or total <= 0 or any(d < 0 for d in delta):
             continue
         idle = delta[3] + (delta[4] if len(delta) > 4 else 0)
         busy = max(0.0, min(1.0, (total - idle) / total))
-        cores = b.ncpu or max(1, round(total / trace.hz / dt))
+        cores = len(own) or b.ncpu or max(1, round(total / trace.hz / dt))
         run = other = None
         if a.run_s is not None and b.run_s is not None and b.run_s >= a.run_s:
             run = min(1.0, (b.run_s - a.run_s) / dt / cores)
@@ -97,17 +104,36 @@ def points(trace: Trace) -> list[Point]:
     return out
 
 
+def _summed(sample: Sample, cores: tuple[int, ...]) -> tuple[float, ...] | None:
+    """The jiffies of cores, summed field by field; None when the sample lacks one."""
+    if any(c not in sample.per_core for c in cores):
+        return None
+    rows = [sample.per_core[c] for c in cores]
+    return tuple(sum(r[i] for r in rows) for i in range(min(len(r) for r in rows)))
+
+
+def own_cores(trace: Trace) -> tuple[int, ...]:
+    """The run's own cores where they are fewer than the host's sampled ones (a pinned run);
+    () when the run may use every core, or the trace does not say."""
+    sampled = set(trace.samples[-1].per_core) if trace.samples else set()
+    own = set(trace.own_cores)
+    return tuple(sorted(own)) if own and own < sampled else ()
+
+
 def summarize(trace: Trace) -> TelemetrySummary:
-    """The run's numbers and its flags."""
+    """The run's numbers and its flags, contention judged on the run's own cores."""
     pts, samples = points(trace), trace.samples
-    with_run = [p for p in pts if p.run_pct is not None and p.other_pct is not None]
-    contention, share = _contention(with_run)
+    own = own_cores(trace)
+    mine = points(trace, own) if own else pts
+    with_run = [p for p in mine if p.run_pct is not None and p.other_pct is not None]
+    contention, share = _contention(with_run, own)
     throttling = _throttling(trace, pts)
     freqs = [p.mhz for p in pts if p.cpu_pct >= 100 * BUSY and p.mhz is not None]
     gpus = [g for s in samples for g in s.gpus]
     mems = [s.mem_kb[1] for s in samples if s.mem_kb]
     return TelemetrySummary(
         samples=len(samples), cpus=max((s.ncpu for s in samples), default=0),
+        own_cores=core_list(trace.own_cores) or None,
         duration_s=round(samples[-1].up - samples[0].up, 1) if samples else 0.0,
         cpu_mean_pct=_round(_mean([p.cpu_pct for p in pts])),
         cpu_max_pct=_round(max((p.cpu_pct for p in pts), default=None)),
@@ -146,7 +172,7 @@ def _throttling(trace: Trace, pts: list[Point]) -> list[str]:
     return reasons
 
 
-def _contention(with_run: list[Point]) -> tuple[list[str], float | None]:
+def _contention(with_run: list[Point], own: tuple[int, ...]) -> tuple[list[str], float | None]:
     """Why the run was contended, and the share of its seconds that were."""
     active = [p for p in with_run if (p.run_pct or 0) >= 5.0]  # the run was working
     contended = [p for p in active if p.cpu_pct >= 100 * SATURATED
@@ -154,8 +180,9 @@ def _contention(with_run: list[Point]) -> tuple[list[str], float | None]:
     share = round(len(contended) / len(active), 3) if active else None
     if len(contended) < MIN_INTERVALS or len(contended) < SUSTAINED * len(active):
         return [], share
-    return [f"contended: other processes used >= {OTHER_SHARE:.0%} of the cores while the "
-            f"host was saturated in {len(contended)} of {len(active)} seconds of the run "
+    cores = f"the run's cores {core_list(own)}" if own else "the cores"
+    return [f"contended: other processes used >= {OTHER_SHARE:.0%} of {cores} while they were "
+            f"saturated in {len(contended)} of {len(active)} seconds of the run "
             f"(mean {_mean([p.other_pct for p in active]):.0f} %)"], share
 
 

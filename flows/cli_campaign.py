@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from flows.cli_common import err, guarded, out, progress_bar, shown
+from flows.cli_common import err, guarded, keep_off_local_runs, out, progress_bar, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
 
@@ -127,6 +127,7 @@ def run_command(campaign: CampaignArg = None,
         return
     ctx = _load(campaign)  # validate before Prefect starts
     _check_power(ctx)
+    keep_off_local_runs(ctx.inventory, ctx.campaign.inventory)  # before Prefect starts, too
     from flows.states import outcome_of
     from flows.submission import submission
 

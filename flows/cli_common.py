@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from lab.errors import SubrunError
+
+if TYPE_CHECKING:
+    from lab.config import Inventory
 
 out = Console()
 err = Console(stderr=True)
@@ -25,6 +29,18 @@ def guarded(fn: Callable[[], T]) -> T:
         # the message may quote a file's own text, such as a key `[/]`: never read as markup
         err.print(f"[bold red]error:[/] {shown(str(e))}", highlight=False, soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
+
+
+def keep_off_local_runs(inventory: Inventory, source: Path) -> None:
+    """Move the controller, and the Prefect API it starts afterwards, off the cores a
+    `transport: local` host pins its runs to, so they do not compete with the SUT there."""
+    from lab.cores import core_list, keep_off, local_run_cores
+
+    pinned = guarded(lambda: local_run_cores(inventory, source))
+    kept = keep_off(pinned)
+    if kept:
+        err.print(f"[dim]The controller runs on cores {core_list(kept)}, off cores "
+                  f"{core_list(pinned)} of this machine's runs.[/]", highlight=False)
 
 
 def plain(text: str) -> str:

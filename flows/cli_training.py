@@ -8,7 +8,7 @@ import typer
 
 from bench.campaign import Campaign
 from bench.submitted import passed
-from flows.cli_common import guarded, out, progress_bar, shown
+from flows.cli_common import guarded, keep_off_local_runs, out, progress_bar, shown
 
 
 def is_training(campaign: Path | None) -> bool:
@@ -28,6 +28,7 @@ def run_training(campaign_file: Path, history: bool = False) -> None:
 
     campaign: Campaign = guarded(lambda: resolve_campaign(campaign_file, None))
     ctx = guarded(lambda: load_training_context(campaign))  # validate before Prefect starts
+    keep_off_local_runs(ctx.inventory, campaign.inventory)
     total = sum(len(s.runs) for s in ctx.sets)
     for s in ctx.sets:
         out.print(f"{s.host}/{s.benchmark}: {len(s.runs)} runs as {s.official} "

@@ -27,6 +27,7 @@ from collectors.system_json import SystemDescription, write
 from flows.context import CampaignContext
 from flows.outcome import RunOutcome
 from lab.config import Inventory
+from lab.cores import run_cores, setting_of
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, ConnectionLost, NotCompared
 from lab.probe import probe
@@ -59,6 +60,10 @@ def check_ready(ctx: CampaignContext) -> str:
     down = [r for r in (probe(ctx.inventory.host(h)) for h in ctx.plan.hosts()) if not r.reachable]
     if down:
         raise ConnectError("Cannot start the campaign: " + " ".join(r.problems[0] for r in down))
+    for name in ctx.plan.hosts():  # a pinned core the host lacks is refused before any run
+        config = ctx.inventory.host(name)
+        if setting_of(config)[0] is not None:
+            run_cores(ctx.host(name), config, source=ctx.campaign.inventory)
     if ctx.campaign.power and not ctx.inventory.analyzers:
         raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
                           "`analyzers:` is empty; add one (resource: sim for the simulator).")

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ByteSize,
     ConfigDict,
     Field,
@@ -27,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from lab import system_fields
+from lab import cores, system_fields
 from lab.docker_host import check_docker_host
 from lab.names import HostName, folder_name
 from lab.yamlfile import load_model
@@ -53,6 +54,17 @@ def _mount_path(value: str) -> str:
 
 
 MountPath = Annotated[str, AfterValidator(_mount_path)]
+
+
+def _cpuset(value: object) -> str:
+    """`auto`, or a core list ("1-3", "0,2-3", [1, 2, 3]) in its canonical form."""
+    if not isinstance(value, str | int | list):
+        raise ValueError(f"{value!r} is not a core list; give e.g. \"1-3\", [1, 2, 3] or auto")
+    return cores.normalized(value)
+
+
+# the cores a host's runs are pinned to (`lab.cores`); absent: unpinned
+CpuSet = Annotated[str, BeforeValidator(_cpuset)]
 # top-level folders of the target's own system, never handed writable to a container
 SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc",
                          "/root", "/run", "/sbin", "/sys", "/usr", "/var"})
@@ -89,6 +101,8 @@ class DockerSettings(Strict):
     ulimits: dict[Annotated[str, StringConstraints(pattern=r"^[a-z]+$")],
                   Annotated[StrictInt, Field(ge=-1)]] = Field(default_factory=dict)
     mounts: list[Mount] = Field(default_factory=list)
+    # cores of its own for each run container (`--cpuset-cpus`, with the top CPU weight)
+    cpuset: CpuSet | None = None
 
     @field_validator("docker_host")
     @classmethod
@@ -102,6 +116,7 @@ class NativeSettings(Strict):
     """How benchmarks run on a host without Docker (`docker: {engine: false}`)."""
 
     python: str = "python3"  # the interpreter the benchmark's venv is made from
+    cpuset: CpuSet | None = None  # cores of its own for each run (`taskset -c`)
 
 
 class Limits(Strict):
@@ -177,6 +192,15 @@ class HostConfig(Strict):
                 f"host '{self.name}' uses transport ssh but has neither `address:` nor "
                 "`ssh_alias:`; set one (or `transport: local` for this machine)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _cpuset_where_runs_start(self) -> HostConfig:
+        used, unused = ("docker", "native") if self.docker.engine else ("native", "docker")
+        if getattr(self, unused).cpuset is not None:
+            how = "in containers" if used == "docker" else "natively (`docker: {engine: false}`)"
+            raise ValueError(f"host '{self.name}' runs benchmarks {how}, so `{unused}.cpuset` "
+                             f"pins nothing; move it to `{used}: {{cpuset: ...}}`")
         return self
 
 

@@ -28,12 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lab.config import DockerSettings, Mount
+from lab.cores import core_list, pinned_cores
 from lab.errors import CommandFailed, CommandTimedOut, ImageError
 from lab.host import CommandResult, Host, OutputSink, Stdin
 
 LABEL_MANAGED = "org.subrun.managed"
 LABEL_RUN = "org.subrun.run"
 LABEL_ONESHOT = "org.subrun.oneshot"
+# the highest CPU weight docker takes (cgroup v2: the top cpu.weight): on its pinned cores a
+# run container wins against the other containers there
+TOP_CPU_SHARES = 262144
 
 # Output that means the object asked for is simply not there (a normal answer, not a fault).
 _MISSING = re.compile(r"No such (image|object|container)|not found|does not exist", re.I)
@@ -154,7 +158,8 @@ class Engine:
         if self.find(spec.run_key) is not None:
             raise ImageError(f"On host '{self.host.name}', a container for run {spec.run_key} "
                              "already exists; reattach with Engine.find, or remove it first.")
-        result = self.docker(container_args(spec, self.settings, self.user()), what=what)
+        cores = pinned_cores(self.host, self.settings.cpuset, field="docker.cpuset")
+        result = self.docker(container_args(spec, self.settings, self.user(), cores), what=what)
         return Container(self.host.name, result.stdout.strip()[:64], spec.name, spec.run_key,
                          spec.image)
 
@@ -316,13 +321,22 @@ class ContainerStatus:
     image_id: str = ""  # the image the container runs (sha256:...), to record with the run
 
 
-def container_args(spec: ContainerSpec, settings: DockerSettings, user: str) -> list[str]:
-    """The `docker run` arguments for spec under one host's settings (pure, for tests)."""
+def cpuset_args(cores: Sequence[int]) -> list[str]:
+    """Pin a container to cores with the top CPU weight there; none when cores is empty."""
+    if not cores:
+        return []
+    return ["--cpuset-cpus", core_list(cores), "--cpu-shares", str(TOP_CPU_SHARES)]
+
+
+def container_args(spec: ContainerSpec, settings: DockerSettings, user: str,
+                   cores: Sequence[int] = ()) -> list[str]:
+    """The `docker run` arguments for spec under one host's settings, pinned to cores when
+    given (pure, for tests)."""
     args = ["run", "--detach", "--pull", "never", "--name", spec.name, "--network", spec.network,
             "--label", f"{LABEL_MANAGED}=1",
             "--label", f"{LABEL_RUN}={spec.run_key}", "--user", user,
             "--env", "HOME=/tmp", "--shm-size", settings.shm_size,
-            "--workdir", spec.run_mount, *gpu_args(settings.gpus)]
+            "--workdir", spec.run_mount, *gpu_args(settings.gpus), *cpuset_args(cores)]
     for key, value in sorted(spec.labels.items()):
         args += ["--label", f"{key}={value}"]
     for key, value in sorted(spec.env.items()):

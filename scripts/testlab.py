@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 SSH_PORT = 2222
 SSH_HOSTS = {"h2": "127.0.0.2", "h3": "127.0.0.3"}
+# h2's runs get cores of their own, as on a shared machine; h3 stays unpinned
+PINNED = {"h2": ", cpuset: auto"}
 ENGINES = ("ctl", *SSH_HOSTS)
 BASE_IMAGE = "subrun/debian:bookworm"
 APT_NEEDS = {"dockerd": "docker.io", "sshd": "openssh-server", "debootstrap": "debootstrap",
@@ -268,7 +270,7 @@ def write_inventory() -> None:
             "    settle_s: 0.5",
             f"    system: {{system_name: 'subrun test lab host {name}'}}",
             f"    docker: {{provision: {'ship' if name == 'h3' else 'build'}, "
-            f"base_image: '{BASE_IMAGE}'}}",
+            f"base_image: '{BASE_IMAGE}'{PINNED.get(name, '')}}}",
             "    power: {analyzer: sim-wt310e}",
         ]
     entries += [

@@ -90,9 +90,10 @@ def _with_native_host(lab_dir: Path, folder: Path) -> Path:
     environment lives beside h2's work folder, so it is made once per lab, not per test."""
     data = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
     h2 = next(h for h in data["hosts"] if h["name"] == "h2")
+    docker = {**h2["docker"], "engine": False}
+    pinned = {"cpuset": docker.pop("cpuset")} if "cpuset" in docker else {}  # h2's cores
     data["hosts"].append({**h2, "name": NATIVE, "work_dir": f"{h2['work_dir']}-native",
-                          "docker": {**h2["docker"], "engine": False},
-                          "native": {"python": "/usr/bin/python3"}})
+                          "docker": docker, "native": {"python": "/usr/bin/python3", **pinned}})
     path = folder / "hosts.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -84,6 +84,48 @@ def test_a_short_burst_of_others_is_not_sustained() -> None:
     assert not summarize(parse_trace(quiet)).contended
 
 
+def per_core_trace(seconds: int, *, own: str, busy: tuple[float, ...], run: float
+                   ) -> list[str]:
+    """A trace with each core's jiffies: core i `busy[i]` in use, `run` cores used by the run,
+    and the run's own cores `own` as its sampler read them."""
+    lines = [header(own=own)]
+    used, idle = [0.0] * len(busy), [0.0] * len(busy)
+    for i in range(seconds + 1):
+        rows = [[u, 0, 0, d, 0, 0, 0, 0] for u, d in zip(used, idle, strict=True)]
+        lines.append(json.dumps({
+            "up": 1000.0 + i, "cpu": [sum(used), 0, 0, sum(idle), 0, 0, 0, 0], "cores": rows,
+            "ids": list(range(len(busy))), "khz": [], "temp_mc": [], "load": [1, 1, 1],
+            "mem_kb": [8_000_000, 6_000_000], "run": i * run * 1e6, "gpu": []}))
+        used = [u + b * HZ for u, b in zip(used, busy, strict=True)]
+        idle = [d + (1 - b) * HZ for d, b in zip(idle, busy, strict=True)]
+    return lines
+
+
+def test_a_pinned_run_is_judged_on_its_own_cores() -> None:
+    """Others keep core 0 busy; the run has core 1 to itself: contended on the whole host,
+    not on the run's own cores, which is what pinning is for."""
+    pinned = summarize(parse_trace(per_core_trace(20, own="1", busy=(1.0, 1.0), run=1.0)))
+    assert pinned.own_cores == "1" and not pinned.contended
+    assert pinned.run_cpu_mean_pct == 100.0 and pinned.other_mean_pct == 0.0
+    assert pinned.cpu_mean_pct == 100.0  # the host as a whole stays in its numbers
+    unpinned = summarize(parse_trace(per_core_trace(20, own="0-1", busy=(1.0, 1.0), run=1.0)))
+    assert unpinned.own_cores == "0-1" and unpinned.contended
+    assert unpinned.other_mean_pct == 50.0
+
+
+def test_others_on_a_pinned_runs_own_cores_flag_it_contended() -> None:
+    summary = summarize(parse_trace(per_core_trace(20, own="1", busy=(0.1, 1.0), run=0.5)))
+    assert summary.contended and summary.other_mean_pct == 50.0
+    assert "the run's cores 1" in summary.reasons[0]
+
+
+def test_a_trace_without_its_cores_is_judged_on_all_of_them() -> None:
+    summary = summarize(parse_trace(trace(20, busy=1.0, run=1.0)))
+    assert summary.own_cores is None and summary.contended
+    garbled = summarize(parse_trace(per_core_trace(20, own="1-x", busy=(1.0, 1.0), run=1.0)))
+    assert garbled.own_cores is None and garbled.contended
+
+
 def test_low_frequency_while_busy_flags_throttled() -> None:
     summary = summarize(parse_trace(trace(20, busy=0.9, run=1.8, khz=1_200_000)))
     assert summary.throttled and summary.freq_min_mhz == 1200.0
@@ -164,7 +206,7 @@ def test_sampler_lifecycle_on_a_fake_host(tmp_path: Path) -> None:
     sampler.ensure(host, "c-key-a1", 4242, "cgroup")
     started = host.calls[-1].argv
     assert started[:2] == ("sh", "-c") and started[4:] == (
-        sampler.trace_path(host, "c-key-a1"), "4242", "cgroup", str(sampler.MAX_SAMPLE_S))
+        sampler.trace_path(host, "c-key-a1"), "4242", "cgroup", str(sampler.MAX_SAMPLE_S), "")
     assert sampler.trace_path(host, "c-key-a1").startswith(f"{host.work_dir}/detached/")
     host.write(sampler.trace_path(host, "c-key-a1"), "\n".join(trace(3, busy=1, run=1)))
     local = tmp_path / "collected"
@@ -210,7 +252,11 @@ def test_the_real_script_samples_this_machine(tmp_path: Path) -> None:
     lines = (tmp_path / sampler.TRACE).read_text().splitlines()
     first = json.loads(lines[1])
     assert {"up", "cpu", "cores", "khz", "temp_mc", "load", "mem_kb", "run", "gpu"} <= set(first)
-    assert len(first["cores"]) == os.cpu_count()
+    assert len(first["cores"]) == os.cpu_count() == len(first["ids"])
+    allowed = next(line.split(":")[1].strip() for line in
+                   Path("/proc/self/status").read_text().splitlines()
+                   if line.startswith("Cpus_allowed_list:"))
+    assert json.loads(lines[0])["own"] == allowed  # the busy process's cores, as this one's
     summary = summarize(read_trace(tmp_path / sampler.TRACE))
     assert summary.samples >= 3 and summary.skipped_lines == 0
     assert summary.run_cpu_mean_pct is not None and summary.run_cpu_mean_pct > 10
