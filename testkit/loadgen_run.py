@@ -112,7 +112,7 @@ def _child_main(job: dict[str, Any]) -> None:
     import mlperf_loadgen as lg
 
     sut = TinySut(**job["sut"])
-    work: queue.Queue[list[Any] | None] = queue.Queue()
+    work: queue.Queue[tuple[float, list[Any]] | None] = queue.Queue()
 
     def answer(index: int) -> int:
         label = label_of(index) if is_answered_right(index, sut.accuracy_pct) else (
@@ -120,26 +120,32 @@ def _child_main(job: dict[str, Any]) -> None:
         return label if sut.deterministic else label + LABELS * random.randint(1, 9)
 
     queries = iter(range(1 << 62))
+    free_at = [0.0]  # when the SUT's one worker is done with what it was given so far
 
-    def serve(samples: list[Any]) -> None:
+    def serve(issued: float, samples: list[Any]) -> None:
+        # a FIFO server with a fixed service time, paced from when each query was issued: a
+        # sleep that oversleeps on a busy machine delays this answer, never the ones after it
         if sut.sample_time_us:
             tail = sut.tail_every and next(queries) % sut.tail_every == 0
-            time.sleep(len(samples) * sut.sample_time_us / 1e6 * (sut.tail_factor if tail else 1))
+            took = len(samples) * sut.sample_time_us / 1e6 * (sut.tail_factor if tail else 1)
+            free_at[0] = max(issued, free_at[0]) + took
+            if (delay := free_at[0] - time.monotonic()) > 0:
+                time.sleep(delay)
         buffers = [array.array("i", [answer(s.index)]) for s in samples]
         responses = [lg.QuerySampleResponse(s.id, b.buffer_info()[0], 4)
                      for s, b in zip(samples, buffers, strict=True)]
         lg.QuerySamplesComplete(responses)
 
     def worker() -> None:
-        while (samples := work.get()) is not None:
-            serve(samples)
+        while (item := work.get()) is not None:
+            serve(*item)
 
     thread = threading.Thread(target=worker, daemon=True)
     thread.start()
     if sut.inline:
         gc.disable()  # a collection in the middle of a query is a latency spike of the test's own
-    issue = (lambda samples: serve(list(samples))) if sut.inline else (
-        lambda samples: work.put(list(samples)))
+    issue = (lambda samples: serve(time.monotonic(), list(samples))) if sut.inline else (
+        lambda samples: work.put((time.monotonic(), list(samples))))
     system = lg.ConstructSUT(issue, lambda: None)
     library = lg.ConstructQSL(sut.total_samples, sut.performance_samples,
                               lambda _: None, lambda _: None)
