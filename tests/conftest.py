@@ -28,10 +28,20 @@ SLOW_MODULES = {
 }
 
 
+# fixtures that need the test lab up, and the one that starts a Prefect API (seconds)
+LAB_FIXTURES = {"lab_dir", "lab_inventory", "ssh_config", "any_host"}
+PREFECT_FIXTURES = {"prefect_api"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark by what a test uses, so `make quick` (not lab, not slow) needs neither the lab nor
+    a Prefect server, whatever its module says."""
     for item in items:
-        if item.path.stem in SLOW_MODULES:
+        used = set(getattr(item, "fixturenames", ()))
+        if item.path.stem in SLOW_MODULES or used & PREFECT_FIXTURES:
             item.add_marker(pytest.mark.slow)
+        if used & LAB_FIXTURES:
+            item.add_marker(pytest.mark.lab)
 
 
 @pytest.fixture(scope="session", autouse=True)

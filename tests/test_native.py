@@ -38,12 +38,13 @@ HOST = "h2-native"
 
 def native_copy(inventory: Inventory, work_dir: Path, python: str = "/usr/bin/python3"
                 ) -> HostConfig:
-    """h2 as an edge device without Docker: its own name and work_dir, Debian's Python."""
+    """h2 as an edge device without Docker: its own name and work_dir, Debian's Python, and
+    h2's cores (its runs start under taskset)."""
     h2 = inventory.host("h2")
     return h2.model_copy(update={
         "name": HOST, "work_dir": str(work_dir),
-        "docker": h2.docker.model_copy(update={"engine": False}),
-        "native": h2.native.model_copy(update={"python": python})})
+        "docker": h2.docker.model_copy(update={"engine": False, "cpuset": None}),
+        "native": h2.native.model_copy(update={"python": python, "cpuset": h2.docker.cpuset})})
 
 
 @pytest.fixture(scope="module")
