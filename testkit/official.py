@@ -22,3 +22,15 @@ def _checkout(variable: str, pinned: Path) -> Path | None:
 
 INFERENCE = _checkout("SUBRUN_INFERENCE_REPO", PINNED / "inference")
 POWER_DEV = _checkout("SUBRUN_POWER_DEV", PINNED / "power-dev")
+
+
+def missing(tool: str) -> str | None:
+    """Why an official tool ("inference" or "power-dev") cannot be used, or None when it can."""
+    variable, found = {"inference": ("SUBRUN_INFERENCE_REPO", INFERENCE),
+                       "power-dev": ("SUBRUN_POWER_DEV", POWER_DEV)}[tool]
+    if found is not None and found.is_dir():
+        return None
+    where = found or PINNED / tool
+    return (f"The official {tool} checkout is missing ({where}): the tests that compare with "
+            f"the official judges cannot run. Put the pinned snapshot at {PINNED / tool}, or "
+            f"set {variable} to a checkout of mlcommons/{tool}.")

@@ -13,6 +13,7 @@ from lab.config import HostConfig, Inventory, load_inventory
 from lab.errors import SubrunError
 from lab.host import Host
 from lab.transport import open_host
+from testkit.official import missing
 from tests.support.power_inventory import running_lab_daemons, stop_lab_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +43,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if used & LAB_FIXTURES:
             item.add_marker(pytest.mark.lab)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test of an official tool fails when the tool is missing: a silent skip would let a
+    run without the official judges look like a pass."""
+    for mark in item.iter_markers("official"):
+        if why := missing(mark.args[0]):
+            pytest.fail(why, pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -146,8 +146,7 @@ def test_nondeterministic_sut_passes_through_the_fallback(tmp_path: Path) -> Non
     assert not bad.passed and "acc baseline 100 vs compliance" in bad.reason
 
 
-@pytest.mark.skipif(not INFERENCE, reason="set SUBRUN_INFERENCE_REPO to a mlcommons/inference "
-                                          "checkout to compare with the official scripts")
+@pytest.mark.official("inference")
 @pytest.mark.parametrize("kind", [RunKind.TEST01, RunKind.TEST04])
 def test_official_scripts_agree(kind: RunKind, runs: dict[str, Path], refs: References,
                                 tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The official path: power-dev's unmodified server and client drive subrun's daemon.
 
-Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV=<path>); skipped without one. NTP is
-served by a test responder on an address of its own in 127.0.0.0/8, and power-dev's server starts
-subrun's daemon through a launcher in place of SPEC PTDaemon. The compliance checker must then
+Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV=<path>, else the pinned snapshot) and
+fails without one. NTP is served by a test responder on an address of its own in 127.0.0.0/8,
+and power-dev's server starts subrun's daemon through a launcher in place of SPEC PTDaemon. The compliance checker must then
 pass every check but one: PTDaemon's version, because subrun's daemon says honestly what it is.
 """
 
@@ -30,8 +30,7 @@ from tests.support.power_tree import POWER_FILES, check_tree_with_official_power
 from tests.support.power_workload import loadgen_workload
 
 CHECKOUT = str(POWER_DEV) if POWER_DEV else None
-needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set SUBRUN_POWER_DEV to a checkout "
-                                    "of mlcommons/power-dev to run the official-path test")
+needs_checkout = pytest.mark.official("power-dev")
 
 
 @pytest.fixture

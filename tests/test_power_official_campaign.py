@@ -5,7 +5,7 @@ tree's power folders must be power-dev's output byte for byte, and power-dev's o
 pass every check but the PTDaemon identity, which the verdict reports.
 
 Uses the pinned official power-dev (SUBRUN_POWER_DEV, else ../shared/official/power-dev);
-skipped when neither exists. A few minutes: two LoadGen passes plus power-dev's fixed pauses.
+failing when neither exists. A few minutes: two LoadGen passes plus power-dev's fixed pauses.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from tests.test_power_dev import ptd_launcher  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.lab
 CHECKOUT = POWER_DEV or Path("/nonexistent/power-dev")
-needs_checkout = pytest.mark.skipif(POWER_DEV is None,
-                                    reason="no power-dev checkout (set SUBRUN_POWER_DEV)")
+needs_checkout = pytest.mark.official("power-dev")
 
 
 @pytest.fixture

@@ -27,8 +27,7 @@ from testkit.submission_runs import SYSTEM, real_runs, runs_of, tiny_benchmark
 
 SAMPLES = Path(__file__).parent / "samples" / "submission"
 REPO = INFERENCE
-needs_repo = pytest.mark.skipif(REPO is None, reason="set SUBRUN_INFERENCE_REPO to a checkout of "
-                                "mlcommons/inference to run its submission checker")
+needs_repo = pytest.mark.official("inference")
 RULES = load_rules("v6.1")
 # what the checker must say about short-mode runs, and nothing else
 SHORT_MODE = ("Test duration less than 600s in user config", "Some performance checks Checks "
