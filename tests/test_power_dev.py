@@ -3,7 +3,8 @@
 Needs a checkout of mlcommons/power-dev (SUBRUN_POWER_DEV=<path>, else the pinned snapshot) and
 fails without one. NTP is served by a test responder on an address of its own in 127.0.0.0/8,
 and power-dev's server starts subrun's daemon through a launcher in place of SPEC PTDaemon. The
-compliance checker must then pass every check but one: PTDaemon's version, because subrun's daemon says honestly what it is.
+compliance checker must then pass every check but one: PTDaemon's version, because subrun's
+daemon says honestly what it is.
 """
 
 from __future__ import annotations
