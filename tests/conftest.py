@@ -14,6 +14,7 @@ from lab.errors import SubrunError
 from lab.host import Host
 from lab.transport import open_host
 from testkit.official import missing
+from tests.support.controller_cores import controller_off
 from tests.support.power_inventory import running_lab_daemons, stop_lab_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,6 +106,13 @@ def lab_inventory() -> Inventory:
 @pytest.fixture(scope="session")
 def ssh_config(lab_inventory: Inventory) -> HostConfig:
     return lab_inventory.host("h2")
+
+
+@pytest.fixture
+def controller_off_h2(lab_inventory: Inventory) -> Iterator[tuple[int, ...]]:
+    """For a timing test on h2: this controller kept off the cores h2 pins its runs to."""
+    with controller_off(lab_inventory, "h2") as cores:
+        yield cores
 
 
 @pytest.fixture(params=["local", "h2"])

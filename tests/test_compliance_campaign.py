@@ -25,7 +25,7 @@ DERATE = {RunKind.TEST01: 0.96, RunKind.TEST04: 0.97}  # images/digits/benchmark
 
 
 def test_compliance_tests_run_at_their_reference_attempts_load(
-        prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+        prefect_api: None, lab_dir: Path, tmp_path: Path, controller_off_h2: object) -> None:
     from flows.submission import submission
 
     path = write_campaign(tmp_path, "compliance", lab_dir / "hosts.yaml", ["h2"],

@@ -264,3 +264,23 @@ def test_subrun_run_keeps_off_the_cores_of_local_runs(tmp_path: Path,
     with pytest.raises(typer.Exit) as stopped:  # a core this machine lacks: exit 2, no traceback
         keep_off_local_runs(load_inventory(path), path)
     assert stopped.value.exit_code == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_a_timing_test_keeps_the_controller_off_a_pinned_hosts_cores(tmp_path: Path) -> None:
+    from tests.support.controller_cores import controller_off
+
+    before = os.sched_getaffinity(0)
+    pinned = max(before)
+    path = tmp_path / "hosts.yaml"
+    path.write_text(f"hosts:\n  - {{name: a, transport: local, docker: {{cpuset: '{pinned}'}}}}\n")
+    with controller_off(load_inventory(path), "a") as avoided:
+        assert avoided == (pinned,)
+        assert pinned not in os.sched_getaffinity(0)
+        seen: list[set[int]] = []
+        thread = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        thread.start()
+        thread.join()
+        assert pinned not in seen[0]  # what the controller starts inside stays off them too
+    assert os.sched_getaffinity(0) == before

@@ -63,7 +63,7 @@ def assert_probed_again_only_while_undecided(record: TuningRecord) -> None:
 
 
 def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
-        prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+        prefect_api: None, lab_dir: Path, tmp_path: Path, controller_off_h2: object) -> None:
     from flows.submission import submission
 
     # a margin of 20 %: this lab's VM drifts by about that much from one minute to the next
