@@ -97,12 +97,24 @@ def test_demo_unchanged_reprovision_is_quick(digits_h2: tuple[Engine, ProvisionR
 
 
 def test_demo_ships_to_offline_host(lab_inventory: Inventory, digits: Manifest) -> None:
+    """With the demo's tag taken off h3 (its layers kept under a spare tag, so the link
+    carries little), provisioning ships it, then finds it unchanged."""
     h3, controller = lab_engine(lab_inventory, "h3"), lab_engine(lab_inventory, "local")
-    first = provision(h3, digits.image_spec(), controller=controller, options=OFFLINE)
-    assert first.shipped or first.unchanged  # an earlier session may have shipped it
-    assert h3.image_id(first.image) == controller.image_id(first.image) == first.image_id
-    again = provision(h3, digits.image_spec(), controller=controller, options=OFFLINE)
-    assert again.unchanged and again.bytes_sent == 0 and again.duration_s < 2.0
+    present = provision(h3, digits.image_spec(), controller=controller, options=OFFLINE)
+    spare = f"subrun/test-keep:{uuid.uuid4().hex[:12]}"
+    h3.docker(["image", "tag", present.image, spare], what="keeping the demo's layers")
+    try:
+        h3.docker(["image", "rm", present.image], what="taking the demo's tag off")
+        assert h3.image_id(present.image) is None
+        first = provision(h3, digits.image_spec(), controller=controller, options=OFFLINE)
+        assert first.shipped and not first.built and first.bytes_sent > 0
+        assert h3.image_id(first.image) == controller.image_id(first.image) == first.image_id
+        assert (first.image, first.image_id) == (present.image, present.image_id)
+        again = provision(h3, digits.image_spec(), controller=controller, options=OFFLINE)
+        assert again.unchanged and not again.shipped and again.bytes_sent == 0
+        assert again.duration_s < 2.0
+    finally:
+        h3.docker(["image", "rm", spare], what="removing the spare tag")
 
 
 def test_demo_accuracy_run_covers_50000_samples(lab_inventory: Inventory, digits: Manifest,

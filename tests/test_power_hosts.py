@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from flows import progress
 from lab.config import Inventory
+from power.lock import analyzer_lock
 from tests.support.campaigns import write_campaign
 from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
@@ -26,18 +28,40 @@ pytestmark = pytest.mark.lab
 
 def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
         prefect_api: None, lab_dir: Path, tmp_path: Path) -> None:
+    """The analyzer's lock is held here when the campaign starts: the first power run to ask
+    for it says whom it waits for, then measures once it is let go."""
     from flows.submission import submission
 
     inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path,
                                {"h2": "sim-wt310e", "h3": "sim-wt310e"})
     path = write_campaign(tmp_path, "shared-analyzer", inventory, ["h2", "h3"],
                           accuracy=False, power=True)
+    ours = f"test-holder-{uuid.uuid4().hex[:8]}"
+    ours_named = f"analyzer 'sim-wt310e' is in use by run {ours}"
+    taken, named = threading.Event(), threading.Event()
+
+    def hold() -> None:  # let go once a run named us, or after a bound a run never needs
+        with analyzer_lock("sim-wt310e", ours, timeout_s=600):
+            taken.set()
+            named.wait(timeout=600)
+
     steps: list[progress.Step] = []
-    progress.listen(steps.append)
+
+    def listen(step: progress.Step) -> None:
+        steps.append(step)
+        if step.outcome == "waiting" and step.label.endswith(ours_named):
+            named.set()
+
+    holding = threading.Thread(target=hold, name="analyzer-holder")
+    holding.start()
+    progress.listen(listen)
     try:
+        assert taken.wait(timeout=610), "the analyzer's lock was never free"
         state = submission(campaign_file=str(path), return_state=True)
     finally:
-        progress.unlisten(steps.append)
+        progress.unlisten(listen)
+        named.set()
+        holding.join(timeout=30)
     assert state.is_completed(), state.message
     store = RunStore(load_campaign(path).paths.store)
     power = [r for r in store.runs() if r.spec.kind is RunKind.POWER]
@@ -45,10 +69,12 @@ def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
     assert all(r.verdict is not None and r.verdict.passed for r in power)
     first, second = sorted(_analyzer_window(store, r) for r in power)
     assert first[1] <= second[0], (first, second)  # measured one after the other
-    for step in (s for s in steps if s.outcome == "waiting"):  # when one did wait, it said so
+    waits = [s.label for s in steps if s.outcome == "waiting"]
+    assert sum(label.endswith(ours_named) for label in waits) == 1, waits
+    for label in waits:  # any other wait names its holder too
         # the slot names the flow run holding it; the lock, a controller without a server
-        assert ("analyzer:sim-wt310e is held by flow run '" in step.label
-                or "analyzer 'sim-wt310e' is in use by run" in step.label), step.label
+        assert ("analyzer:sim-wt310e is held by flow run '" in label
+                or "analyzer 'sim-wt310e' is in use by run " in label), label
 
 
 def _analyzer_window(store: RunStore, record: RunRecord) -> tuple[datetime, datetime]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.rules import load_rules
-from bench.run import RunKind
+from bench.run import RunKind, Verdict
 from power.wrap import power_metrics
 from submission.assemble import TreeRequest, assemble
 from submission.checker import parse_checker_output
@@ -74,16 +74,26 @@ def test_markdown_shows_matrix_metrics_and_where_things_are(tmp_path: Path,
 
 
 def test_failures_carry_their_reasons(tmp_path: Path, runs: list[StoredRun]) -> None:
-    _, report = report_for(tmp_path, runs, with_checker=False)
+    """One run judged failed among passing ones: it alone is listed, with its reason and fix."""
+    failing = next(r for r in runs if r.spec.kind is RunKind.ACCURACY
+                   and r.spec.scenario.value == "SingleStream")
+    verdict = Verdict(passed=False, reason="accuracy=41.000% is below the target 99.0%",
+                      fix="Check the model's weights against the reference")
+    record = failing.record.model_copy(update={"verdict": verdict})
+    judged = [r if r is not failing else StoredRun(record, r.folder) for r in runs]
+    _, report = report_for(tmp_path, judged, with_checker=False)
     failures = report.markdown.split("## Failures")[1].split("## Where")[0]
     latest: dict[tuple[str, str], StoredRun] = {}
-    for run in sorted(runs, key=lambda r: (r.record.started_at, r.record.attempt)):
+    for run in sorted(judged, key=lambda r: (r.record.started_at, r.record.attempt)):
         latest[(run.spec.scenario.value, run.spec.kind.value)] = run
+    failed = [r for r in latest.values() if not r.passed]
+    assert [r.record for r in failed] == [record]  # both branches below are reached
+    assert any(r.passed for r in latest.values())
     for run in latest.values():
         line = f"Run `{run.spec.label}` (key `{run.record.key}`, attempt {run.record.attempt})"
-        assert (line in failures) == (not run.passed)
-        if not run.passed:
-            assert run.record.verdict is not None and run.record.verdict.reason in failures
+        assert (line in failures) == (not run.passed), line
+    assert (f"Run `{failing.spec.label}` (key `{record.key}`, attempt {record.attempt}): "
+            f"{verdict.reason}. Fix: {verdict.fix}") in failures
     assert "stays out of the tree" in failures  # the power run of subrun's own daemon
     assert "Official checker: not run" in report.markdown
 
@@ -116,7 +126,7 @@ def test_a_run_that_never_passed_is_listed(tmp_path: Path, runs: list[StoredRun]
 
 
 def test_audits_name_derated_targets_and_reverified_tests(tmp_path: Path) -> None:
-    from bench.run import Check, Scenario, Verdict
+    from bench.run import Check, Scenario
     from bench.store import RunStore
     from submission.sections import audits
     from testkit.submission_runs import spec_for

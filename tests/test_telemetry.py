@@ -301,9 +301,22 @@ def test_the_report_plots_traces_under_the_power_trace_and_lists_flagged_runs(
 
 
 @pytest.mark.slow  # real LoadGen runs stand under the report
-def test_no_trace_no_telemetry_section(runs: list[StoredRun]) -> None:
+def test_no_trace_no_telemetry_section(tmp_path: Path, runs: list[StoredRun]) -> None:
+    """Runs that were never sampled add nothing; one quiet sampled run among them adds the
+    section saying how many were sampled and that none was flagged, and its figure."""
+    assert runs and all(r.record.telemetry is None and sampler.TRACE not in r.record.files
+                        for r in runs)
     assert telemetry_view.section(runs) == []
     assert telemetry_view.figures(runs) == {}
+    perf = next(r for r in runs if r.spec.kind is RunKind.PERFORMANCE)
+    quiet = with_trace(perf, tmp_path / "quiet", trace(10, busy=1.0, run=1.95))
+    others = [r for r in runs if r.record is not perf.record]
+    assert telemetry_view.section([*others, quiet]) == [
+        "## Telemetry", "", "1 attempt(s) sampled on their host at 1 Hz (CPU of the run and of "
+        "other processes, frequency, temperature, memory, GPUs).",
+        "No run was throttled or contended.", ""]
+    figures = telemetry_view.figures([*others, quiet])
+    assert list(figures) == ["telemetry.png"] and figures["telemetry.png"].startswith(b"\x89PNG")
 
 
 def test_a_flagged_run_passes_and_its_progress_line_says_why(tmp_path: Path) -> None:
