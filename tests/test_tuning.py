@@ -4,6 +4,7 @@ the report's view of a search."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from bench.rules import load_rules
 from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState, Scenario, Verdict
 from bench.tuning import confirm_seconds, probe_spec, read_probe
 from bench.tuning_record import Probe, TuningBook, TuningKey
-from bench.tuning_use import plan_tuning, records_for, tuned_campaign
+from bench.tuning_use import plan_tuning, records_for, tuned_campaign, with_start
 from submission import tuning_view
 
 AT = datetime(2025, 1, 1, tzinfo=UTC)
@@ -105,6 +106,29 @@ def test_a_confirmation_is_as_long_as_the_run_up_to_its_cap(tmp_path: Path) -> N
     submission = short.model_copy(update={"mode": Mode.SUBMISSION, "tune_probe_s": None})
     assert confirm_seconds(submission, 600) == 120 and confirm_seconds(submission) == 120
     assert confirm_seconds(submission.model_copy(update={"tune_confirm_s": 300}), 600) == 300
+
+
+def test_a_server_search_starts_no_higher_than_offline_and_singlestream_found(
+        tmp_path: Path) -> None:
+    book = TuningBook(tmp_path / "tuning")
+    job = plan_tuning(campaign(tmp_path), DIGITS, book, DIGESTS, "6.0.17")[1].job
+    assert job is not None and job.start == 1000  # the manifest's default
+    assert with_start(job, book).start == 1000  # nothing known yet
+    offline, stream = KEY._replace(scenario=Scenario.OFFLINE), \
+        KEY._replace(scenario=Scenario.SINGLE_STREAM)
+    book.begin(offline)
+    book.add_probe(offline, Probe(settings={"*.Offline.target_qps": 12000}, valid=True,
+                                  samples_per_s=640, duration_s=6, at=AT))
+    assert with_start(job, book).start == 640  # a search under way: its last probe
+    book.finish(offline, chosen={"*.Offline.target_qps": 672}, found=650, margin=0.05)
+    assert with_start(job, book).start == 650
+    book.begin(stream)
+    book.finish(stream, chosen={"*.SingleStream.target_latency": 2}, found=2.5, margin=0.05)
+    assert with_start(job, book).start == 400  # one query per 2.5 ms
+    low = dataclasses.replace(job, start=100)
+    assert with_start(low, book).start == 100  # a cap, never a raise
+    offline_job = dataclasses.replace(job, key=offline)
+    assert with_start(offline_job, book) is offline_job  # only Server searches
 
 
 SUMMARY = """================================================
