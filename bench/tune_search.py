@@ -6,7 +6,7 @@ again takes exactly the step it would have taken, from the probes its record hol
 
 - Offline: one probe measures the throughput the host sustains; a probe whose target was so far
   below it that LoadGen ran out of samples before its minimum duration (INVALID) is measured
-  again at the rate it found.
+  again at the rate it found. Its start is the rate a sizing probe measured (bench.tuning).
 - SingleStream / MultiStream: one probe measures the latency percentile the scenario reports
   (90th, 99th); again, a probe that ran out of queries is measured once more at what it found.
   The expected latency chosen is min(percentile, STREAM_MEAN_CAP x mean) less the margin.
