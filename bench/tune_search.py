@@ -6,9 +6,10 @@ again takes exactly the step it would have taken, from the probes its record hol
 
 - Offline: one probe measures the throughput the host sustains; a probe whose target was so far
   below it that LoadGen ran out of samples before its minimum duration (INVALID) is measured
-  again at the rate it found.
+  again at the rate it found. Its start is the rate a sizing probe measured (bench.tuning).
 - SingleStream / MultiStream: one probe measures the latency percentile the scenario reports
   (90th, 99th); again, a probe that ran out of queries is measured once more at what it found.
+  The expected latency chosen is min(percentile, STREAM_MEAN_CAP x mean) less the margin.
 - Server / Interactive: the highest target_qps LoadGen judges VALID (latency bound and early
   stopping). The bracket is the lowest INVALID target and the highest VALID target below it (a
   VALID above an INVALID is noise, and the INVALID wins); it is grown or shrunk geometrically
@@ -51,9 +52,11 @@ HEADROOM = 2 / 3
 # machine's noise and is probed again; further above, the host was overloaded
 MARGINAL = 2.0
 STREAMS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
-# LoadGen generates twice the stream queries the expected latency calls for: an expected
-# latency above 1.5 x the mean would leave too little slack for a slower official run
-STREAM_MEAN_CAP = 1.5
+# LoadGen sizes a stream run's query count from the expected latency: a run whose queries answer
+# faster than expected runs out of them before its minimum duration (INVALID). The mean is what
+# the run's queries take on the whole; a percentile above it is the tail, so the expected latency
+# never exceeds the mean
+STREAM_MEAN_CAP = 1.0
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ VALID or not, samples/s, the latency percentile the scenario reports. An INVALID
 information, not a failure: a tuning run's verdict asks only that LoadGen ran cleanly (its
 scenario, seeds, no LoadGen error), and it is never re-run with new settings.
 
+An Offline search first sizes itself (`_sized`): a probe of SIZING_S at its start value
+measures the host's rate, and its first probe runs there, so it lasts about the probe length
+whatever the manifest's default.
+
 Each probe lands in the TuningBook the moment it is judged, so a search killed at any point
 continues, when started again, from the probes recorded (the next step is a function of them).
 A probe cut off with its controller is reattached, being the same step with the same settings.
@@ -19,7 +23,7 @@ import logging
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,6 +48,10 @@ PROBE_OVERHEAD_S = 10.0  # container start, warm-up, collection: for the probe's
 MAX_STRETCH = 4.0  # the longest a Server probe may last, in its minimum durations
 CONFIRM_MAX_S = 120.0  # a confirmation lasts the official run's minimum duration, up to this
 PROBE_REPEATS = 1000  # attempts one probe key may have across searches of one run store
+# an Offline search's first probe runs at the rate a probe this long measured: LoadGen issues
+# 1.1 x target_qps x min_duration samples, so a probe at a target far above the host's rate
+# lasts far longer than its minimum duration, one far below it ends before it (INVALID)
+SIZING_S = 1.0
 # what a probe sets itself: the run's own durations and counts never reach a probe
 OWN_KEYS = ("min_duration", "max_duration", "min_query_count", "max_query_count")
 
@@ -123,6 +131,8 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
         record = book.begin(key, job.campaign)
     elif record.done:
         return record
+    if scenario is Scenario.OFFLINE and not record.probes:
+        job = _sized(target, job, store, rules, around or _nothing)
     while not isinstance(step := next_step(scenario, record.probes, job.start, job.config),
                          Stop):
         log.info("%s: probe %d at %s %g (%s)", key, len(record.probes) + 1,
@@ -138,6 +148,22 @@ def tune(target: RunTarget, job: TuneJob, book: TuningBook, store: RunStore, rul
     log.info("%s: %s; chosen %s", key, step.why, chosen or "nothing")
     return book.finish(key, chosen=chosen, found=step.found, margin=job.config.margin,
                        resolution=job.config.resolution if scenario in SERVER_LIKE else None)
+
+
+def _sized(target: RunTarget, job: TuneJob, store: RunStore, rules: RoundRules,
+           around: Around) -> TuneJob:
+    """The Offline search starting at the rate a SIZING_S probe at its start measured, so
+    that its probes last about their minimum duration whatever the start; the sizing probe
+    is not one of the search's (a search started again sizes itself again)."""
+    key = job.key
+    with around(f"{key.host}/{key.benchmark}/{key.scenario.value} sizing {job.start:g}"):
+        probe = run_probe(target, job, job.start, store, rules, seconds=SIZING_S)
+    if not probe.samples_per_s:
+        return job
+    log.info("%s: a %g-s sizing probe at target_qps %g ran %.1f samples/s in %.1f s: the "
+             "search starts there", key, SIZING_S, job.start, probe.samples_per_s,
+             probe.duration_s)
+    return replace(job, start=probe.samples_per_s)
 
 
 def run_probe(target: RunTarget, job: TuneJob, value: float, store: RunStore,

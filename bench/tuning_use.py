@@ -30,7 +30,7 @@ Triple = tuple[str, str, Scenario]  # host, benchmark, scenario
 Digests = Mapping[tuple[str, str], str]  # (host, benchmark) -> the image digest runs use
 FALLBACK_LATENCY_MS = 1.0
 ORDER = [Scenario.OFFLINE, Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER,
-         Scenario.INTERACTIVE]  # Offline first: a Server search starts from its throughput
+         Scenario.INTERACTIVE]  # Offline, the streams, Server: what they find bounds its start
 
 
 @dataclass(frozen=True)
@@ -154,15 +154,35 @@ def run_seconds(targets: PerfTargets) -> float | None:
 
 
 def with_start(job: TuneJob, book: TuningBook) -> TuneJob:
-    """A Server search starts from the host's Offline throughput when a current record has it
-    (looked up when the search starts: the Offline search of the same tuning may have just
-    found it). Only a search's first step reads its start."""
+    """A Server search starts no higher than the host can do, as far as the book knows it: at
+    most the Offline throughput and one query per SingleStream latency (1000 / ms) found for
+    the same key (looked up when the search starts: the same tuning may have just found them;
+    Offline and SingleStream are tuned first). Each probe above the host's capacity costs the
+    time its queue takes to drain; one below it costs only its length. Only a search's first
+    step reads its start."""
     if job.key.scenario not in SERVER_LIKE:
         return job
-    offline = book.current(job.key._replace(scenario=Scenario.OFFLINE))
-    if offline is None or not offline.found:
-        return job
-    return replace(job, start=offline.found)
+    offline = _found(book, job.key._replace(scenario=Scenario.OFFLINE))
+    stream_ms = _found(book, job.key._replace(scenario=Scenario.SINGLE_STREAM))
+    ceilings = [c for c in (offline, 1000 / stream_ms if stream_ms else None) if c]
+    start = min([job.start, *ceilings])
+    return job if start == job.start else replace(job, start=start)
+
+
+def _found(book: TuningBook, key: TuningKey) -> float | None:
+    """What the key's search found (Offline samples/s, a stream's latency in ms), else what its
+    last probe measured while the search is under way."""
+    record = book.find(key)
+    if record is None:
+        return None
+    if record.found:
+        return record.found
+    for probe in reversed(record.probes):
+        if key.scenario is Scenario.OFFLINE and probe.samples_per_s:
+            return probe.samples_per_s
+        if key.scenario in STREAMS and probe.latency_ns:
+            return probe.latency_ns / 1e6
+    return None
 
 
 def _chosen(record: TuningRecord) -> str:

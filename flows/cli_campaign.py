@@ -41,11 +41,14 @@ def _load(campaign: Path | None) -> CampaignContext:
 
 def plan_command(campaign: CampaignArg = None) -> None:
     """Show every run the campaign will make, per host, with an estimated duration."""
+    from bench.tuning_estimate import planned_searches, tuning_seconds
     from flows.cli_training import is_training, plan_training
     from flows.plan_view import (
         analyzer_notes,
         basis_summary,
         duration,
+        probes,
+        tuning_summary,
         wait_notes,
         wall_time_s,
     )
@@ -56,11 +59,17 @@ def plan_command(campaign: CampaignArg = None) -> None:
 
     ctx = _load(campaign)
     plan = ctx.plan
+    searches = guarded(lambda: planned_searches(ctx.campaign, ctx.manifests, ctx.book,
+                                                ctx.evidence.settle_s))
+    tuning = tuning_seconds(searches)
     for host in plan.hosts():
         table = Table(title=f"{host}: {len(plan.for_host(host))} runs, about "
-                            f"{duration(plan.host_estimate_s(host))}")
+                            f"{duration(plan.host_estimate_s(host) + tuning.get(host, 0.0))}")
         for column in ("benchmark", "scenario", "run", "estimate", "basis"):
             table.add_column(column)
+        for search in (s for s in searches if s.host == host):
+            table.add_row(search.benchmark, search.scenario.value, "tuning",
+                          duration(search.seconds), probes(search))
         for run in plan.for_host(host):
             basis = run.basis.value
             table.add_row(run.spec.benchmark, run.spec.scenario.value, run.spec.kind.value,
@@ -73,8 +82,10 @@ def plan_command(campaign: CampaignArg = None) -> None:
     out.print(f"Campaign '{c.name}': {len(plan.runs)} runs on {len(plan.hosts())} host(s), "
               f"round {c.round}, {c.division} division, {c.mode.value} mode"
               f"{' (not submittable)' if c.mode.value == 'short' else ''}; estimated wall time "
-              f"{duration(wall_time_s(plan, waits))} (hosts in parallel).")
+              f"{duration(wall_time_s(plan, waits, tuning))} (hosts in parallel).")
     out.print(basis_summary(plan), highlight=False)
+    if searches:
+        out.print(tuning_summary(searches), highlight=False)
     for note in sorted({r.assumption for r in plan.runs if r.assumption}):
         out.print(f"[yellow]note:[/] {shown(note)}", highlight=False)
     for note in wait_notes(held):

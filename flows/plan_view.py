@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from bench.measured import Basis
 from bench.plan import Plan
 from bench.run import RunKind
+from bench.tuning_estimate import PlannedSearch, tuning_seconds
 from lab.config import Inventory
 
 
@@ -66,10 +67,34 @@ def basis_summary(plan: Plan) -> str:
     return line
 
 
-def wall_time_s(plan: Plan, waits_s: Mapping[str, float] | None = None) -> float:
-    """The busiest host's estimate, each host's with the wait for another campaign holding it."""
-    waits = waits_s or {}
-    return max((plan.host_estimate_s(h) + waits.get(h, 0.0) for h in plan.hosts()), default=0.0)
+def wall_time_s(plan: Plan, waits_s: Mapping[str, float] | None = None,
+                tuning_s: Mapping[str, float] | None = None) -> float:
+    """The busiest host's estimate, each host's with the wait for another campaign holding it
+    and its tuning step before its runs."""
+    waits, tuning = waits_s or {}, tuning_s or {}
+    return max((plan.host_estimate_s(h) + waits.get(h, 0.0) + tuning.get(h, 0.0)
+                for h in plan.hosts()), default=0.0)
+
+
+def tuning_summary(searches: Sequence[PlannedSearch]) -> str:
+    """What the tuning step adds, and why the run estimates will change."""
+    if not searches:
+        return ""
+    longest = max(tuning_seconds(searches).values())
+    return (f"Tuning: {_count(len(searches), 'search', 'searches')} before the runs, about "
+            f"{duration(longest)} on the busiest host "
+            f"({_count(sum(s.probes for s in searches), 'probe')} at a typical count), counted "
+            "in the wall time. The run estimates rest on the targets before tuning: they are "
+            "revised after tuning, with the values it finds.")
+
+
+def probes(search: PlannedSearch) -> str:
+    """A search's typical probe count, for its row."""
+    return _count(search.probes, "probe")
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def wait_notes(holders: Mapping[str, Holding]) -> list[str]:
@@ -80,21 +105,28 @@ def wait_notes(holders: Mapping[str, Holding]) -> list[str]:
 
 
 def plan_markdown(plan: Plan, notes: list[str] | None = None,
-                  waits_s: Mapping[str, float] | None = None) -> str:
-    """The plan as Markdown: per-host tables, totals, and the wall-time estimate (with the
-    waits for other campaigns on shared hosts, when known)."""
+                  waits_s: Mapping[str, float] | None = None,
+                  searches: Sequence[PlannedSearch] = ()) -> str:
+    """The plan as Markdown: per-host tables (the tuning step's searches first), totals, and
+    the wall-time estimate (with the waits for other campaigns on shared hosts, when known)."""
     c = plan.campaign
+    tuning = tuning_seconds(searches)
     lines = [f"# Campaign {c.name}: {len(plan.runs)} runs, about "
-             f"{duration(wall_time_s(plan, waits_s))}",
+             f"{duration(wall_time_s(plan, waits_s, tuning))}",
              "", f"Round {c.round}, {c.division} division, {c.mode.value} mode"
              + (" (not submittable)" if c.mode.value == "short" else "") + ".", ""]
     for host in plan.hosts():
-        lines += [f"## {host}: {duration(plan.host_estimate_s(host))}", "",
+        total = plan.host_estimate_s(host) + tuning.get(host, 0.0)
+        lines += [f"## {host}: {duration(total)}", "",
                   "| benchmark | scenario | run | estimate | basis |", "|---|---|---|---|---|"]
+        lines += [f"| {s.benchmark} | {s.scenario.value} | tuning | {duration(s.seconds)} | "
+                  f"{probes(s)} |" for s in searches if s.host == host]
         lines += [f"| {r.spec.benchmark} | {r.spec.scenario.value} | {r.spec.kind.value} | "
                   f"{duration(r.estimate_s)} | {r.basis.value} |" for r in plan.for_host(host)]
         lines.append("")
     lines += [basis_summary(plan), ""]
+    if searches:
+        lines += [tuning_summary(searches), ""]
     found = sorted({r.assumption for r in plan.runs if r.assumption}) + (notes or [])
     lines += [f"- {note}" for note in found]
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ from prefect.utilities.annotations import allow_failure, quote
 from bench.campaign import Campaign
 from bench.plan import PlannedRun
 from bench.run import RunState
+from bench.tuning_estimate import planned_searches
 from collectors.system_json import SystemDescription
 from flows import events, holders, steps, tuning_steps
 from flows.cancellation import CancelWatch, cancelled_end
@@ -229,7 +230,9 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     waits = {h: holder.left_s() for h, holder in others.items()}
     notes = analyzer_notes(ctx.plan, ctx.inventory) + wait_notes(others) + \
         [f"tuning: {n}" for n in tuning_steps.plan_notes(ctx)]
-    create_markdown_artifact(plan_markdown(ctx.plan, notes, waits), key="campaign-plan",
+    searches = planned_searches(ctx.campaign, ctx.manifests, ctx.book, ctx.evidence.settle_s)
+    create_markdown_artifact(plan_markdown(ctx.plan, notes, waits, searches),
+                             key="campaign-plan",
                              description=f"Plan of campaign {ctx.campaign.name}")
     loadgen = preflight_task(quote(ctx))  # type: ignore[call-overload]
     hosts = ctx.plan.hosts()

@@ -23,6 +23,25 @@ def test_plan_of_the_demo_campaign_shows_runs_and_estimate() -> None:
     assert "estimated wall time" in result.output and "not submittable" in result.output
 
 
+@pytest.mark.parametrize("tune", ["auto", "true"])
+def test_plan_with_tuning_and_no_record_lists_the_tuning_step(tune: str, tmp_path: Path) -> None:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(f"inventory: {ROOT / 'hosts.yaml'}\noutput_dir: {tmp_path / 'out'}\n"
+                    f"tune: {tune}\ntune_probe_s: 5\n"
+                    "hosts: [{host: local, benchmarks: [{benchmark: digits, "
+                    "scenarios: [Offline, Server]}]}]\n")
+    result = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "│ tuning" in line]
+    assert len(rows) == 2 and "Offline" in rows[0] and "Server" in rows[1], result.output
+    flat = " ".join(result.output.split())
+    assert "Tuning: 2 searches before the runs" in flat
+    assert "revised after tuning" in flat and "counted in the wall time" in flat
+    path.write_text(path.read_text().replace(f"tune: {tune}", "tune: false"))
+    result = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "tuning" not in result.output.lower(), result.output
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("hosts: [{host: local, benchmarks: [{benchmark: digitz}]}]\n", "did you mean 'digits'"),
     ("hosts: [{host: nowhere, benchmarks: [{benchmark: digits}]}]\n", "No host named 'nowhere'"),

@@ -265,11 +265,20 @@ def test_streams_take_the_reported_percentile_less_the_margin(scenario: Scenario
     assert tuned_key(scenario).endswith(".target_latency")
     stop = next_step(scenario, [probe], 0.5)
     assert isinstance(stop, Stop) and stop.found == pytest.approx(0.958086)
-    assert stop.chosen == pytest.approx(0.958086 * 0.95, rel=1e-3)
+    # the percentile is above the mean: the mean, less the margin
+    assert stop.chosen == pytest.approx(0.802251 * 0.95, rel=1e-3)
 
 
-def test_a_stream_percentile_far_above_the_mean_is_capped() -> None:
+@pytest.mark.parametrize(("percentile_ns", "mean_ns", "chosen"), [
+    (4e6, 1e6, 1.0 * 0.85),  # a long tail: the mean bounds it
+    (0.9e6, 1e6, 0.9 * 0.85),  # a percentile below the mean (a few slow queries): the percentile
+    (0.9e6, None, 0.9 * 0.85),  # no mean reported: the percentile alone
+])
+def test_a_stream_expected_latency_never_exceeds_the_mean(
+        percentile_ns: float, mean_ns: float | None, chosen: float) -> None:
     probe = Probe(settings={tuned_key(Scenario.SINGLE_STREAM): 0.5}, valid=True,
-                  latency_ns=4e6, mean_latency_ns=1e6, duration_s=10.0, at=AT)
-    stop = next_step(Scenario.SINGLE_STREAM, [probe], 0.5)
-    assert isinstance(stop, Stop) and stop.chosen == pytest.approx(1.5 * 0.95)
+                  latency_ns=percentile_ns, mean_latency_ns=mean_ns, duration_s=10.0, at=AT)
+    stop = next_step(Scenario.SINGLE_STREAM, [probe], 0.5, SearchConfig(margin=0.15))
+    assert isinstance(stop, Stop) and stop.found == pytest.approx(percentile_ns / 1e6)
+    assert stop.chosen == pytest.approx(chosen, rel=1e-3)
+    assert stop.chosen is not None and stop.chosen <= (mean_ns or percentile_ns) / 1e6

@@ -4,17 +4,22 @@ the report's view of a search."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from bench import tuning
 from bench.campaign import Campaign
 from bench.manifest import load_manifest
 from bench.plan import make_plan
 from bench.rules import load_rules
 from bench.run import Mode, RunKind, RunRecord, RunSpec, RunState, Scenario, Verdict
-from bench.tuning import confirm_seconds, probe_spec, read_probe
+from bench.settings import PerfTargets
+from bench.tuning import SIZING_S, TuneJob, confirm_seconds, probe_spec, read_probe
 from bench.tuning_record import Probe, TuningBook, TuningKey
-from bench.tuning_use import plan_tuning, records_for, tuned_campaign
+from bench.tuning_use import plan_tuning, records_for, tuned_campaign, with_start
 from submission import tuning_view
 
 AT = datetime(2025, 1, 1, tzinfo=UTC)
@@ -105,6 +110,59 @@ def test_a_confirmation_is_as_long_as_the_run_up_to_its_cap(tmp_path: Path) -> N
     submission = short.model_copy(update={"mode": Mode.SUBMISSION, "tune_probe_s": None})
     assert confirm_seconds(submission, 600) == 120 and confirm_seconds(submission) == 120
     assert confirm_seconds(submission.model_copy(update={"tune_confirm_s": 300}), 600) == 300
+
+
+def test_a_server_search_starts_no_higher_than_offline_and_singlestream_found(
+        tmp_path: Path) -> None:
+    book = TuningBook(tmp_path / "tuning")
+    job = plan_tuning(campaign(tmp_path), DIGITS, book, DIGESTS, "6.0.17")[1].job
+    assert job is not None and job.start > 400  # the manifest's default
+    assert with_start(job, book) is job  # nothing known yet
+    offline, stream = KEY._replace(scenario=Scenario.OFFLINE), \
+        KEY._replace(scenario=Scenario.SINGLE_STREAM)
+    book.begin(offline)
+    book.add_probe(offline, Probe(settings={"*.Offline.target_qps": 12000}, valid=True,
+                                  samples_per_s=640, duration_s=6, at=AT))
+    assert with_start(job, book).start == 640  # a search under way: its last probe
+    book.finish(offline, chosen={"*.Offline.target_qps": 672}, found=650, margin=0.05)
+    assert with_start(job, book).start == 650
+    book.begin(stream)
+    book.finish(stream, chosen={"*.SingleStream.target_latency": 2}, found=2.5, margin=0.05)
+    assert with_start(job, book).start == 400  # one query per 2.5 ms
+    low = dataclasses.replace(job, start=100)
+    assert with_start(low, book).start == 100  # a cap, never a raise
+    offline_job = dataclasses.replace(job, key=offline)
+    assert with_start(offline_job, book) is offline_job  # only Server searches
+
+
+def test_an_offline_search_sizes_its_first_probe_to_the_host_s_rate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A default 3x above what the host does: a 1-s sizing probe at it measures the rate, and
+    the search's probes run at that rate, as long as their minimum duration."""
+    rate, calls = 300_000.0, []
+
+    def fake_probe(target: object, job: TuneJob, value: float, *args: object,
+                   seconds: float | None = None) -> Probe:  # LoadGen's Offline arithmetic
+        calls.append((value, seconds))
+        minimum = seconds or job.probe_s
+        return Probe(settings={"*.Offline.target_qps": value}, valid=value <= rate,
+                     samples_per_s=rate, at=AT,
+                     duration_s=max(minimum, 1.1 * value * minimum / rate))
+
+    monkeypatch.setattr(tuning, "run_probe", fake_probe)
+    book = TuningBook(tmp_path / "tuning")
+    key = KEY._replace(scenario=Scenario.OFFLINE)
+    job = TuneJob(key=key, start=3 * rate, model="resnet50", targets=PerfTargets(), probe_s=5)
+    record = tuning.tune(None, job, book, None, None)  # type: ignore[arg-type]
+    assert calls == [(3 * rate, SIZING_S), (rate, None)]
+    assert record.found == rate and len(record.probes) == 1  # the sizing probe is not the search's
+    assert all(p.duration_s <= 1.5 * job.probe_s for p in record.probes)
+    calls.clear()
+    book.begin(key)
+    ran_out = {"valid": False, "settings": {"*.Offline.target_qps": rate / 3}}
+    book.add_probe(key, record.probes[0].model_copy(update=ran_out))
+    tuning.tune(None, job, book, None, None)  # type: ignore[arg-type]
+    assert calls == [(rate, None)]  # a search under way is not sized again
 
 
 SUMMARY = """================================================
