@@ -200,7 +200,8 @@ ISSUE_CASES: dict[str, tuple[str | bytes, str, str]] = {
                                                     "inventory: /dev/zero"),
                             "/dev/zero: is not a regular file"),
     # and a few more of the same kind
-    "max_reruns: true": (HOSTS, CAMPAIGN + "max_reruns: true\n", "max_reruns: Input should be"),
+    "max_reruns: true": (HOSTS, re.sub(r"(?m)^max_reruns: .*$", "max_reruns: true", CAMPAIGN),
+                         "max_reruns: Input should be"),
     "work_dir with a comma": (HOSTS.replace("work_dir: /var/tmp/subrun", "work_dir: /t,ro"),
                               CAMPAIGN, "without commas"),
 }
