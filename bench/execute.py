@@ -9,9 +9,9 @@ down past one reconnection window (LinkDown) or for the whole budget (HostUnreac
 attempt running and propagates: the caller may retry later, which reattaches. An INVALID run whose
 verdict proposes new settings is re-run as a new attempt, up to the campaign's bound; a
 compliance test always runs at the load of the performance attempt it is compared with
-(`compared_spec`), never at settings of its own. Every new
-attempt starts after the host's settle time, so one run's heat and caches do not flow into the
-next. Compliance tests are not re-run here: bench.settle decides which run of a set to repeat.
+(`compared_spec`), never at settings of its own. Every new attempt starts after the host's
+settle time, so one run's heat and caches do not flow into the next. Compliance tests are not
+re-run here: bench.settle decides which run of a set to repeat.
 """
 
 from __future__ import annotations

@@ -197,3 +197,26 @@ def test_a_compliance_test_runs_at_its_reference_attempts_load() -> None:
     assert compared_spec(test04, {}) == test04.spec
     assert compared_spec(planned[(Scenario.SERVER, RunKind.PERFORMANCE)],
                          {RunKind.PERFORMANCE: standing}).settings == perf.settings
+
+
+def test_a_test_whose_reference_never_passed_is_not_run(tmp_path: Path) -> None:
+    """No passing performance attempt: no load to run TEST04 at and nothing to compare it
+    with, so the test is refused with the reason, before any attempt; TEST01 names the
+    accuracy run it lacks too."""
+    from types import SimpleNamespace
+
+    from flows.steps import _unless_compared
+    from lab.errors import NotCompared
+
+    plan = demo_plan()
+    ctx = SimpleNamespace(store=RunStore(tmp_path / "store"), plan=plan)
+    planned = {(r.spec.scenario, r.spec.kind): r for r in plan.runs}
+    with pytest.raises(NotCompared, match="compared with the performance run of "
+                                          "local/digits/Server, which did not pass"):
+        _unless_compared(ctx, planned[(Scenario.SERVER, RunKind.TEST04)], {})  # type: ignore[arg-type]
+    with pytest.raises(NotCompared, match="performance run and accuracy run"):
+        _unless_compared(ctx, planned[(Scenario.SERVER, RunKind.TEST01)], {})  # type: ignore[arg-type]
+    performance = object()  # a passing reference: the test runs
+    _unless_compared(ctx, planned[(Scenario.SERVER, RunKind.TEST04)],  # type: ignore[arg-type]
+                     {RunKind.PERFORMANCE: performance})  # type: ignore[dict-item]
+    _unless_compared(ctx, planned[(Scenario.SERVER, RunKind.PERFORMANCE)], {})  # type: ignore[arg-type]
