@@ -22,7 +22,7 @@ from bench.run import Scenario
 from bench.tune_search import SERVER_LIKE
 from bench.tuning import TuneJob
 from bench.tuning_record import TuningBook
-from bench.tuning_use import Triple, plan_tuning
+from bench.tuning_use import Triple, newest_of_round, plan_tuning
 
 # a search's probes at its probe length, besides the sizing and confirming ones: a Server search
 # grows or shrinks to a bracket in two or three, bisects it to a few % in four, and probes a
@@ -89,6 +89,5 @@ def tuning_seconds(searches: Sequence[PlannedSearch]) -> dict[str, float]:
 
 def _stand_in(campaign: Campaign, book: TuningBook, triple: Triple) -> bool:
     """A finished record of the round the campaign would keep (`auto`: any; `true`: its own)."""
-    record = next((r for r in reversed(book.history(*triple))
-                   if r.done and r.round == campaign.round), None)
+    record = newest_of_round(book, triple, campaign.round)
     return record is not None and (campaign.tune is not True or record.campaign == campaign.name)

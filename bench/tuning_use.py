@@ -65,6 +65,13 @@ def key_of(campaign: Campaign, triple: Triple, digests: Digests, loadgen: str) -
                      campaign.round)
 
 
+def newest_of_round(book: TuningBook, triple: Triple, round_: str) -> TuningRecord | None:
+    """The newest finished record of a triple in a round: what stands in for the host's image
+    before provisioning tells which record is current."""
+    return next((r for r in reversed(book.history(*triple)) if r.done and r.round == round_),
+                None)
+
+
 def records_for(campaign: Campaign, manifests: Mapping[str, Manifest], book: TuningBook,
                 digests: Digests | None = None, loadgen: str = ""
                 ) -> tuple[dict[Triple, TuningRecord], list[str]]:
@@ -81,7 +88,7 @@ def records_for(campaign: Campaign, manifests: Mapping[str, Manifest], book: Tun
             notes.append(f"{where}: the campaign sets {own}; the tuned value is not used")
             continue
         if digests is None:
-            found = next((r for r in reversed(history) if r.round == campaign.round), None)
+            found = newest_of_round(book, triple, campaign.round)
             why = "checked against the host's image when the campaign runs"
         else:
             key = key_of(campaign, triple, digests, loadgen)
