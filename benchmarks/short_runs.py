@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.loadgen_log import read_detail  # noqa: E402
+from bench.manifest import load_manifest  # noqa: E402
+from bench.run import Scenario  # noqa: E402
 from bench.short_sizes import short_sizes  # noqa: E402
 
 COUNTS = {"SingleStream": [64, 1000, 4000], "MultiStream": [662, 2000, 10000],
@@ -57,7 +59,7 @@ def main() -> None:
             for count in COUNTS[scenario]:
                 runs = [one_run(work, env, model, scenario, count, args, i)
                         for i in range(args.repeats)]
-                report(scenario, count, runs, chosen.get(_scenario(scenario)) == count)
+                report(scenario, count, runs, chosen.get(Scenario(scenario)) == count)
 
 
 def one_run(work: Path, env: dict[str, str], model: Path, scenario: str, count: int,
@@ -65,9 +67,11 @@ def one_run(work: Path, env: dict[str, str], model: Path, scenario: str, count: 
     """One short LoadGen run; its compared figure and whether LoadGen judged it VALID."""
     run = work / f"{scenario}-{count}-{i}"
     run.mkdir()
-    keys = {"min_duration": int(args.seconds * 1000), "min_query_count": count}
-    keys |= {"target_latency": 0.02} if scenario == "SingleStream" else \
-        {"target_latency": 0.04} if scenario == "MultiStream" else {"target_qps": 1500}
+    keys: dict[str, object] = {"min_duration": int(args.seconds * 1000),
+                               "min_query_count": count}
+    defaults = load_manifest("digits").user_conf_defaults(Scenario(scenario))  # the demo's
+    keys["target_qps" if scenario == "Server" else "target_latency"] = defaults[
+        "target_qps" if scenario == "Server" else "target_latency"]
     (run / "user.conf").write_text("".join(f"*.{scenario}.{k} = {v}\n" for k, v in keys.items()))
     pin = ["taskset", "-c", args.cpu] if args.cpu else []
     subprocess.run([*pin, sys.executable, "-m", "digits_bench", "--scenario", scenario,
@@ -99,11 +103,6 @@ def report(scenario: str, count: int, runs: list[tuple[float, bool]], chosen: bo
 
 def _fmt(scenario: str, figure: float) -> str:
     return f"{figure:.0f}" if scenario == "Server" else f"{figure / 1000:.1f}us"
-
-
-def _scenario(name: str):  # type: ignore[no-untyped-def]
-    from bench.run import Scenario
-    return Scenario(name)
 
 
 if __name__ == "__main__":
