@@ -74,3 +74,28 @@ def test_numpy_forward_pass_equals_sklearn_on_every_sample(
     labels = np.array([data.label(i) for i in indices])
     accuracy = float(np.mean(ours == labels))
     assert accuracy > 0.9, accuracy
+
+
+def test_a_run_loads_the_saved_arrays_without_scikit_learn(
+        bench: dict[str, ModuleType], model_path: Path) -> None:
+    """What training saves beside the pickle gives the same network and the same samples, and
+    loading them imports no scikit-learn (that import was a second of every run's start)."""
+    data, network = bench["data"], bench["network"]
+    from_pickle = network.Network(pickle.loads(model_path.read_bytes()))
+    indices = list(range(0, data.TOTAL_COUNT, 7))
+    expected = data.normalize(data.samples(indices))
+    probe = ("import sys; from pathlib import Path; from digits_bench import data; "
+             "from digits_bench.network import Network; "
+             f"data.prefer(Path({str(model_path.parent / data.IMAGES)!r})); "
+             f"net = Network.load(Path({str(model_path)!r})); "
+             "import numpy as np; "
+             f"x = data.normalize(data.samples(list(range(0, {data.TOTAL_COUNT}, 7)))); "
+             "np.save(sys.argv[1], np.stack([x.sum(axis=1), net.predict(x).astype(x.dtype)])); "
+             "print(any(m.startswith('sklearn') for m in sys.modules))")
+    out = model_path.parent / "probe.npy"
+    done = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{DIGITS}"}, check=True)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
+    sums, labels = np.load(out)
+    assert np.array_equal(sums, expected.sum(axis=1))
+    assert np.array_equal(labels, from_pickle.predict(expected).astype(expected.dtype))

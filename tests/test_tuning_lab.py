@@ -24,6 +24,7 @@ from bench.tuning_record import TuningBook, TuningRecord
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
+MARGIN = 0.25  # the tuned run's: what it takes off the value the short probes found
 
 
 def campaign_file(folder: Path, inventory: Path, name: str, **extra: object) -> Path:
@@ -66,11 +67,13 @@ def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
         prefect_api: None, lab_dir: Path, tmp_path: Path, controller_off_h2: object) -> None:
     from flows.submission import submission
 
-    # a margin of 20 %: this lab's VM drifts by about that much from one minute to the next
-    # (measured: 60-s runs hold a fifth less than 5-s probes pass); the 60-s confirmation
-    # takes more off when the drift is larger
+    # a margin of 25 %, the demo's: a 60-s Server run of this harness holds about a fifth less
+    # than its 5-s probes pass (measured on one pinned core: a 5-s probe at 48,000 qps VALID,
+    # 60-s runs at 38,400 VALID once and INVALID once, at 34,560 VALID), so a 20 % margin left
+    # the run a coin toss at its knee; the 60-s confirmation takes more off when that is not
+    # enough
     path = campaign_file(tmp_path, lab_dir / "hosts.yaml", f"tuned-{uuid.uuid4().hex[:6]}",
-                         tune_margin=0.2)
+                         tune_margin=MARGIN)
     data = yaml.safe_load(path.read_text())
     data["hosts"][0]["benchmarks"][0]["settings"] = {"Server": {"min_duration": 60000}}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -84,7 +87,7 @@ def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
     # the margin off what the search found, and at most once more for a failed confirmation:
     # a target that falls further is a search that misjudged the host
     found = record.found
-    assert found is not None and chosen >= found * (1 - 0.2) ** 2 * 0.999, (chosen, found)
+    assert found is not None and chosen >= found * (1 - MARGIN) ** 2 * 0.999, (chosen, found)
     assert outcome.runs == 1 and outcome.passed == 1, outcome.failed
     store = RunStore(load_campaign(path).paths.store)
     runs = [r for r in store.runs() if r.spec.kind is RunKind.PERFORMANCE]

@@ -23,6 +23,7 @@ class DigitsBackend:
     performance_count = data.PERFORMANCE_COUNT
 
     def __init__(self, model_path: Path) -> None:
+        data.prefer(model_path.parent / data.IMAGES)
         self.network = Network.load(model_path)
         # every sample's row, filled on load: 50,000 x 64 float32 is 12.8 MB, and a query then
         # gathers its rows in one indexing step
