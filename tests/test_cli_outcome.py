@@ -1,0 +1,56 @@
+"""`subrun run` as a user runs it, on a lab host, when a run fails: it exits 1, prints "N of M
+runs passed.", a `failed:` line naming the run and LoadGen's reason, and a `not run:` line for
+the compliance test whose performance run never passed, with why; no tree is assembled. (No
+accuracy run in the campaign: TEST01, which needs one, is not planned.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.campaigns import write_campaign
+
+pytestmark = pytest.mark.lab
+ROOT = Path(__file__).resolve().parent.parent
+SUBRUN = ROOT / ".venv" / "bin" / "subrun"
+# Far above what digits answers on one core within 15 ms: LoadGen judges the run INVALID
+# (latency), and a second or two of queries is enough to show it.
+OVERLOADED = {"target_qps": 200000, "min_duration": 1000, "min_query_count": 4000}
+
+
+def test_a_failed_run_exits_1_naming_it_and_the_test_it_left_unrun(
+        lab_dir: Path, tmp_path: Path) -> None:
+    name = f"exit-{uuid.uuid4().hex[:6]}"
+    path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"],
+                          scenarios=("Server",), compliance=True, accuracy=False,
+                          settings={"Server": OVERLOADED})
+    data = yaml.safe_load(path.read_text())
+    data["max_reruns"] = 0  # the verdict stands: no automatic re-run at a lower target
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": "300",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 1, shown[-4000:]
+    lines = done.stdout.splitlines()
+    summary = [line for line in lines if re.fullmatch(r"\d+ of \d+ runs passed\.", line)]
+    assert summary == ["0 of 2 runs passed."], shown[-4000:]  # performance, TEST04
+    failed = [line for line in lines if line.startswith("failed: ")]
+    assert len(failed) == 1 and failed[0].startswith(
+        "failed: h2/digits/Server/performance: "), failed
+    assert "INVALID" in failed[0], failed  # LoadGen's judgement, in the line
+    not_run = [line for line in lines if line.startswith("not run: ")]
+    assert len(not_run) == 1, lines
+    label, why = not_run[0].removeprefix("not run: ").split(": ", 1)
+    assert label == "h2/digits/Server/TEST04", not_run
+    assert "performance run of h2/digits/Server, which did not pass" in why, not_run
+    assert "No result passed every run it needs" in done.stdout
+    assert not (tmp_path / "out" / name / "submission.tar.gz").exists()
