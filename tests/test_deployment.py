@@ -1,5 +1,7 @@
 """`prefect deployment run submission/full` against a real local Prefect server and `subrun serve`,
-on two lab hosts in short mode; the tree it leaves passes the prechecks. The same deployments on a
+on two lab hosts in short mode; the tree it leaves passes the prechecks, and the nightly
+deployment carries the cron and time zone `subrun serve` was given; the flow run publishes its
+progress, plan, run table and report as artifacts. The same deployments on a
 work pool with two process workers: full and nightly campaigns sharing a host and its analyzer
 take turns, and a waiting run names the flow run that holds the host."""
 
@@ -74,6 +76,23 @@ def wait_for_deployment(api_url: str, name: str, timeout_s: float = 120) -> None
     raise AssertionError(f"deployment {name} never registered")
 
 
+def nightly_schedules(env: dict[str, str]) -> list[tuple[str, str, bool]]:
+    """The nightly deployment's schedules as the server holds them: (cron, time zone, active)."""
+    reply = requests.get(f"{env['PREFECT_API_URL']}/deployments/name/submission/nightly",
+                         timeout=30)
+    reply.raise_for_status()
+    return [(s["schedule"].get("cron"), s["schedule"].get("timezone"), s["active"])
+            for s in reply.json()["schedules"]]
+
+
+def artifacts(env: dict[str, str], run_id: str) -> dict[str, dict[str, Any]]:
+    """The artifacts a flow run published, by key (each key is published once per run)."""
+    reply = requests.post(f"{env['PREFECT_API_URL']}/artifacts/filter", timeout=30,
+                          json={"artifacts": {"flow_run_id": {"any_": [run_id]}}})
+    reply.raise_for_status()
+    return {str(a["key"]): dict(a) for a in reply.json() if a.get("key")}
+
+
 def flow_run(env: dict[str, str], output: str) -> dict[str, Any]:
     """The flow run whose id `prefect deployment run` printed."""
     found = UUID.search(output)
@@ -92,13 +111,15 @@ def flow_run_logs(env: dict[str, str], run_id: str) -> list[str]:
 
 def test_deployment_run_full_on_two_hosts(server_env: dict[str, str], lab_dir: Path,
                                           tmp_path: Path) -> None:
-    serve = subprocess.Popen([str(BIN / "subrun"), "serve"], env=server_env,
+    serve = subprocess.Popen([str(BIN / "subrun"), "serve", "--nightly-cron", "0 3 * * *",
+                              "--timezone", "Europe/Berlin"], env=server_env,
                              stdout=(tmp_path / "serve.log").open("w"),
                              stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for_deployment(server_env["PREFECT_API_URL"], "submission/full")
         for name in ("submission/nightly", "submission/edge"):
             wait_for_deployment(server_env["PREFECT_API_URL"], name)
+        assert nightly_schedules(server_env) == [("0 3 * * *", "Europe/Berlin", True)]
         path = write_campaign(tmp_path, "deployed", lab_dir / "hosts.yaml", ["h2", "h3"])
         run = subprocess.run(
             [str(BIN / "prefect"), "deployment", "run", "submission/full", "--params",
@@ -106,11 +127,22 @@ def test_deployment_run_full_on_two_hosts(server_env: dict[str, str], lab_dir: P
             env=server_env, capture_output=True, text=True, timeout=1000, check=False)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:] + (
             tmp_path / "serve.log").read_text()[-5000:]
+        made = artifacts(server_env, str(flow_run(server_env, run.stdout)["id"]))
     finally:
         stop_group(serve)
     campaign = load_campaign(path)
     report = precheck(campaign.paths.tree, load_rules(campaign.round))
     assert report.passed and report.results_checked == 2, [f.line() for f in report.findings]
+    # what the flow run published on the server, as the UI shows it
+    assert {"campaign-progress", "campaign-plan", "campaign-runs",
+            "campaign-report"} <= set(made), sorted(made)
+    assert made["campaign-progress"]["type"] == "progress"
+    assert made["campaign-progress"]["data"] == 100.0  # every run counted
+    rows = json.loads(made["campaign-runs"]["data"])
+    assert len(rows) == 4 and {r["label"].split("/")[0] for r in rows} == {"h2", "h3"}, rows
+    assert all(r["passed"] for r in rows), rows
+    assert "h2" in made["campaign-plan"]["data"] and "h3" in made["campaign-plan"]["data"]
+    assert "deployed" in made["campaign-report"]["data"]
 
 
 def test_serve_without_a_server_says_what_to_do(tmp_path: Path) -> None:
