@@ -1,5 +1,6 @@
 """The submission flow on the real lab: two SSH hosts in parallel, short mode, a tree that passes
-the prechecks, and a second run that repeats nothing (Prefect test harness)."""
+the prechecks, the hosts' runs overlapping in time, and a second run that repeats nothing (Prefect
+test harness)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def test_two_hosts_in_parallel_then_nothing_repeated(prefect_api: None, lab_dir:
     store = RunStore(load_campaign(path).paths.store)
     keys = store.keys()
     attempts = {k: len(store.attempts(k)) for k in keys}
+    # in parallel: the hosts' spans of runs (first start to last end) overlap in time, and
+    # each host ran one run at a time
+    spans = {}
+    for host in ("h2", "h3"):
+        runs = sorted((r for r in store.runs() if r.spec.host == host), key=lambda r: r.started_at)
+        assert len(runs) == 2 and runs[0].finished_at <= runs[1].started_at, runs
+        spans[host] = (runs[0].started_at, runs[-1].finished_at)
+    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans
     again = submission(campaign_file=str(path), track_history=True)  # as nightly does
     assert again.passed == 4
     paths = load_campaign(path).paths
