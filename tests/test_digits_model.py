@@ -63,7 +63,7 @@ def test_numpy_forward_pass_equals_sklearn_on_every_sample(
         bench: dict[str, ModuleType], model_path: Path) -> None:
     data, network = bench["data"], bench["network"]
     model = pickle.loads(model_path.read_bytes())
-    net = network.Network(model)
+    net = network.Network.of(model)
     assert net.dtype == np.float32  # what benchmark.yaml declares: weight_data_types fp32
     indices = list(range(data.TOTAL_COUNT))
     features = data.normalize(data.samples(indices))
@@ -81,7 +81,7 @@ def test_a_run_loads_the_saved_arrays_without_scikit_learn(
     """What training saves beside the pickle gives the same network and the same samples, and
     loading them imports no scikit-learn (that import was a second of every run's start)."""
     data, network = bench["data"], bench["network"]
-    from_pickle = network.Network(pickle.loads(model_path.read_bytes()))
+    from_pickle = network.Network.of(pickle.loads(model_path.read_bytes()))
     indices = list(range(0, data.TOTAL_COUNT, 7))
     expected = data.normalize(data.samples(indices))
     probe = ("import sys; from pathlib import Path; from digits_bench import data; "

@@ -11,25 +11,32 @@ of the scores.
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ARRAYS = ("hidden_w", "hidden_b", "out_w", "out_b", "classes")
 
-
+@dataclass(frozen=True)
 class Network:
     """Weights of a one-hidden-layer relu MLP classifier."""
 
-    def __init__(self, model: Any) -> None:
+    hidden_w: np.ndarray
+    hidden_b: np.ndarray
+    out_w: np.ndarray
+    out_b: np.ndarray
+    classes: np.ndarray
+
+    @classmethod
+    def of(cls, model: Any) -> Network:
+        """The weights of scikit-learn's fitted MLPClassifier."""
         if model.activation != "relu" or model.out_activation_ != "softmax" or model.n_layers_ != 3:
             raise ValueError(f"expected a relu MLP with one hidden layer and a softmax output, "
                              f"got {model.activation}/{model.out_activation_} with "
                              f"{model.n_layers_ - 2} hidden layers")
-        (self.hidden_w, self.out_w), (self.hidden_b, self.out_b) = model.coefs_, model.intercepts_
-        self.classes = np.asarray(model.classes_)
-        self.dtype = self.hidden_w.dtype
+        (hidden_w, out_w), (hidden_b, out_b) = model.coefs_, model.intercepts_
+        return cls(hidden_w, hidden_b, out_w, out_b, np.asarray(model.classes_))
 
     @classmethod
     def load(cls, path: Path) -> Network:
@@ -37,17 +44,17 @@ class Network:
         there (no scikit-learn import), else from the pickle."""
         arrays = Path(path).with_suffix(".npz")
         if not arrays.exists():
-            return cls(pickle.loads(Path(path).read_bytes()))
-        network = cls.__new__(cls)
+            return cls.of(pickle.loads(Path(path).read_bytes()))
         with np.load(arrays) as saved:
-            for name in ARRAYS:
-                setattr(network, name, saved[name])
-        network.dtype = network.hidden_w.dtype
-        return network
+            return cls(**{f.name: saved[f.name] for f in fields(cls)})
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.hidden_w.dtype
 
     def save(self, path: Path) -> None:
         """The weights as plain arrays at path (.npz), for Network.load."""
-        np.savez(path, **{name: getattr(self, name) for name in ARRAYS})
+        np.savez(path, **{f.name: getattr(self, f.name) for f in fields(self)})
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """The class of each row of features, (n, 64) in the model's dtype."""

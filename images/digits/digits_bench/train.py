@@ -52,7 +52,7 @@ def train(out: Path) -> str:
     out.write_bytes(blob)
     digest = hashlib.sha256(blob).hexdigest()
     out.with_suffix(".sha256").write_text(f"{digest}  {out.name}\n")
-    Network(model).save(out.with_suffix(".npz"))
+    Network.of(model).save(out.with_suffix(".npz"))
     data.save_images(out.parent / data.IMAGES)
     return digest
 
