@@ -11,7 +11,7 @@ import pytest
 
 from lab.config import HostConfig, Inventory, load_inventory
 from lab.errors import SubrunError
-from lab.host import Host
+from lab.host import Detached, Host
 from lab.transport import open_host
 from testkit.official import missing
 from tests.support.controller_cores import controller_off
@@ -29,16 +29,27 @@ SLOW_MODULES = {
     "test_submission_report", "test_submission_tree", "test_verdict",
 }
 
+# Modules whose tests compare timings (compliance's +-10 %, tuning's probes and confirmations):
+# `scripts/suite.py` runs them alone, before the parallel workers start, so no other test's load
+# moves what they measure (a single test says so with `@pytest.mark.serial`). Fault tests kill
+# only the sshd sessions of their own links (tests/support/sshd_sessions.py).
+SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab"}
+
 
 # fixtures that need the test lab up, and the one that starts a Prefect API (seconds)
 LAB_FIXTURES = {"lab_dir", "lab_inventory", "ssh_config", "any_host"}
 PREFECT_FIXTURES = {"prefect_api"}
+_DAEMONS_BEFORE = pytest.StashKey[set[Detached]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark by what a test uses, so `make quick` (not lab, not slow) needs neither the lab nor
-    a Prefect server, whatever its module says."""
+    a Prefect server, whatever its module says. Each module is one pytest-xdist group: its
+    tests share module fixtures (a served Prefect API, a campaign's store) on one worker."""
     for item in items:
+        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        if item.path.stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
         used = set(getattr(item, "fixturenames", ()))
         if item.path.stem in SLOW_MODULES or used & PREFECT_FIXTURES:
             item.add_marker(pytest.mark.slow)
@@ -54,20 +65,39 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.fail(why, pytrace=False)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def lab_power_daemons_stopped() -> Iterator[None]:
-    """The lab's power daemons outlive the campaigns that start them (by design: the next run
-    reuses them); a test session stops the ones it started, so it leaves no process listening
-    on the analyzers' ports. A daemon already running when the session began (a campaign of
-    the same checkout measuring meanwhile) is left alone."""
+def _lab_inventory_or_none() -> Inventory | None:
     try:
-        inventory = load_inventory(LAB / "hosts.yaml") if (LAB / "hosts.yaml").exists() else None
+        return load_inventory(LAB / "hosts.yaml") if (LAB / "hosts.yaml").exists() else None
+    except SubrunError:
+        return None  # the lab's own fixtures name what is wrong with it
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker: session hooks there see only that worker's share."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note the lab's power daemons already running (a campaign of the same checkout measuring
+    meanwhile): the end of the session leaves them alone."""
+    if _is_worker(session.config):
+        return
+    inventory = _lab_inventory_or_none()
+    try:
         before = running_lab_daemons(inventory) if inventory else set()
     except SubrunError:
-        inventory = None  # the lab's own fixtures name what is wrong with it
-    yield
-    if inventory is None:
+        before = set()
+    session.config.stash[_DAEMONS_BEFORE] = before
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The lab's power daemons outlive the campaigns that start them (by design: the next run
+    reuses them); a test session stops the ones it started, so it leaves no process listening
+    on the analyzers' ports. Only the controlling process does it, once every worker is done:
+    a worker that finished early would stop a daemon another worker's campaign is using."""
+    if _is_worker(session.config) or (inventory := _lab_inventory_or_none()) is None:
         return
+    before = session.config.stash.get(_DAEMONS_BEFORE, set())
     try:
         for analyzer in inventory.analyzers:
             stop_lab_daemon(inventory, analyzer.name, unless=before)

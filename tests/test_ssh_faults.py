@@ -8,24 +8,19 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from lab.config import HostConfig
 from lab.errors import ConnectError, ConnectionLost
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
+from tests.support.sshd_sessions import serving
 
 pytestmark = pytest.mark.lab
 
 
 def fresh(config: HostConfig, tmp_path: Path, **update: object) -> SshHost:
     return SshHost(config.model_copy(update={"work_dir": str(tmp_path / "work"), **update}))
-
-
-def session_processes(listener: str) -> list[psutil.Process]:
-    """The per-connection sshd processes the lab's listener forked."""
-    return psutil.Process(lab_pid(listener)).children()
 
 
 def test_detached_process_survives_the_connection(ssh_config: HostConfig, tmp_path: Path) -> None:
@@ -45,7 +40,7 @@ def test_command_cut_by_dropped_connection_is_reported(ssh_config: HostConfig,
                                                       tmp_path: Path) -> None:
     host = fresh(ssh_config, tmp_path)
     host.run(["true"])
-    before = {p.pid for p in session_processes("h2-sshd")}
+    link = host.connect()
     outcome: dict[str, BaseException] = {}
 
     def long_command() -> None:
@@ -57,7 +52,7 @@ def test_command_cut_by_dropped_connection_is_reported(ssh_config: HostConfig,
     worker = threading.Thread(target=long_command)
     worker.start()
     time.sleep(1.0)
-    ours = [p for p in session_processes("h2-sshd") if p.pid in before]
+    ours = serving(lab_pid("h2-sshd"), link)
     assert ours, "the connection's sshd process was not found"
     for proc in ours:
         os.kill(proc.pid, signal.SIGKILL)  # the server side of our connection dies

@@ -63,6 +63,7 @@ def assert_probed_again_only_while_undecided(record: TuningRecord) -> None:
             Scenario.SERVER, record.probes[:i])[value] is None), (i, record.probes)
 
 
+@pytest.mark.serial  # the probes and the 60-s run measure how many queries per second h2 holds
 def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
         prefect_api: None, lab_dir: Path, tmp_path: Path, controller_off_h2: object) -> None:
     from flows.submission import submission
