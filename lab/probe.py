@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from lab.config import HostConfig
-from lab.errors import SubrunError
+from lab.errors import ConnectionLost, LinkDown, SubrunError
 from lab.host import Host
 from lab.transport import open_host
 
@@ -30,14 +30,25 @@ class HostReport:
         return not self.problems
 
 
-def probe(config: HostConfig) -> HostReport:
-    """Connect to the host and measure what a campaign needs from it; never raises SubrunError."""
-    host = open_host(config)
-    try:
-        with host:
-            return _probe_open(config, host)
-    except SubrunError as e:
-        return HostReport(config.name, False, "?", None, None, (str(e),))
+def probe(config: HostConfig, *, pause_s: float = 1.0) -> HostReport:
+    """Connect to the host and measure what a campaign needs from it; never raises SubrunError.
+
+    A link that drops in the middle (a command cut, a reconnection window that ran out) is a
+    fault of the link, not of the host: the probe, whose commands only read, starts over until
+    the host's outage budget is spent, so a flaky link delays a campaign's start instead of
+    refusing it."""
+    deadline = time.monotonic() + config.outage_budget_s
+    while True:
+        host = open_host(config)
+        try:
+            with host:
+                return _probe_open(config, host)
+        except (ConnectionLost, LinkDown) as e:
+            if time.monotonic() + pause_s >= deadline:
+                return HostReport(config.name, False, "?", None, None, (str(e),))
+            time.sleep(pause_s)
+        except SubrunError as e:
+            return HostReport(config.name, False, "?", None, None, (str(e),))
 
 
 def _probe_open(config: HostConfig, host: Host) -> HostReport:

@@ -18,6 +18,9 @@ from tests.support.controller_cores import controller_off
 from tests.support.power_inventory import running_lab_daemons, stop_lab_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
+# The CLI's consoles (flows.cli_common) take their width when they are made, at import: without a
+# terminal (a pytest-xdist worker) that is 80 columns, and tables the tests read would wrap.
+os.environ.setdefault("COLUMNS", "200")
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 # Modules whose tests drive real LoadGen runs, subrun's power daemon with a simulated analyzer,
 # the Prefect test harness, hostile SSH servers or the official scripts: seconds per test.

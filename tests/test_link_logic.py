@@ -138,3 +138,33 @@ def test_a_transport_that_looks_active_but_opens_nothing_does_not_end_the_outage
         assert "outage_budget_s: 1" in str(e)
     else:
         raise AssertionError("a host whose every command is cut was not given up")
+
+
+def test_a_probe_cut_by_the_link_starts_over_until_the_outage_budget_is_spent(
+        monkeypatch: Any) -> None:
+    from lab import probe as probing
+    from lab.config import HostConfig
+    from testkit.fake_host import Call, FakeHost, Reply
+
+    cuts = {"left": 2}
+
+    def docker_version(call: Call) -> Reply:
+        if cuts["left"]:
+            cuts["left"] -= 1
+            raise ConnectionLost("cut", host="h", argv=call.argv)
+        return Reply(stdout="26.1.5\n")
+
+    def flaky() -> FakeHost:
+        host = FakeHost("h")
+        host.on(["docker", "version"], docker_version)
+        host.on(["date"], Reply(stdout=f"{time.time():.6f}\n"))
+        return host
+
+    monkeypatch.setattr(probing, "open_host", lambda config: flaky())
+    config = HostConfig(name="h", address="192.0.2.1", outage_budget_s=30.0)
+    report = probing.probe(config, pause_s=0.01)
+    assert report.reachable and report.docker == "26.1.5" and cuts["left"] == 0, report
+    cuts["left"] = 10**6  # cut for longer than the budget: the host is reported down
+    short = config.model_copy(update={"outage_budget_s": 0.2})
+    report = probing.probe(short, pause_s=0.05)
+    assert not report.reachable and "cut" in report.problems[0]

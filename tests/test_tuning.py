@@ -216,14 +216,10 @@ def test_the_report_draws_each_server_search(tmp_path: Path) -> None:
     assert "h2/digits/Server" in table and "1198.9" in table and "5%" in table
 
 
-def test_tune_show_prints_current_and_stale_records(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tune_show_prints_current_and_stale_records(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from flows.cli import app
-    from flows.cli_common import out
-
-    monkeypatch.setattr(out, "width", 200)  # the console's width is fixed when it is made
 
     book = TuningBook(tmp_path / "tuning")
     finished(book, KEY._replace(image_digest="sha256:0ld0"), 1100)
