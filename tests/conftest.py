@@ -38,6 +38,14 @@ SLOW_MODULES = {
 # only the sshd sessions of their own links (tests/support/sshd_sessions.py).
 SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab"}
 
+# The longest modules (each 100-300 s under the parallel phase's load), started first so that
+# none of them is left running alone at the end while the other workers idle.
+LONGEST_FIRST = (
+    "test_training_lab", "test_deployment", "test_deployment_states", "test_power_hosts",
+    "test_power_dev", "test_tuning_lab", "test_telemetry_lab", "test_power_official_campaign",
+    "test_native", "test_controller_kills", "test_settle",
+)
+
 
 # fixtures that need the test lab up, and the one that starts a Prefect API (seconds)
 LAB_FIXTURES = {"lab_dir", "lab_inventory", "ssh_config", "any_host"}
@@ -49,6 +57,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark by what a test uses, so `make quick` (not lab, not slow) needs neither the lab nor
     a Prefect server, whatever its module says. Each module is one pytest-xdist group: its
     tests share module fixtures (a served Prefect API, a campaign's store) on one worker."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: order kept within
     for item in items:
         item.add_marker(pytest.mark.xdist_group(item.path.stem))
         if item.path.stem in SERIAL_MODULES:
