@@ -323,6 +323,7 @@ def wait_for(check, timeout_s: float, what: str) -> None:  # type: ignore[no-unt
 # --- down and status --------------------------------------------------------------------
 
 def down() -> None:
+    stop_detached()
     for pid_path in sorted((LAB / "pids").glob("*.pid")):
         name = pid_path.stem
         pid = recorded_pid(name)
@@ -335,6 +336,49 @@ def down() -> None:
                 os.kill(pid, signal.SIGKILL)
             print(f"testlab: stopped {name} (pid {pid})")
         pid_path.unlink(missing_ok=True)
+
+
+def detached_folders() -> list[Path]:
+    """The folders of the detached processes (runs, power daemons) started on the lab's hosts
+    and on the embedded default's host (`make demo`), each holding `pid` and `start`."""
+    roots = [LAB / "hosts" / h for h in ("local", *SSH_HOSTS)]
+    default = ROOT / "hosts.yaml"
+    if default.exists():
+        roots += [Path(line.split(":", 1)[1].strip().strip("'\""))
+                  for line in default.read_text().splitlines()
+                  if line.strip().startswith("work_dir:")]
+    return [f for root in roots for f in sorted((root / "detached").glob("*")) if f.is_dir()]
+
+
+def started_at(pid: int) -> str | None:
+    """The kernel's start time of a process (field 22 of /proc/PID/stat), None once it is gone:
+    with the recorded one it tells our process from a later one that got the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def stop_detached() -> None:
+    """Stop what campaigns left running on the lab: a power daemon outlives its campaign by
+    design (the next one reuses it), so the lab going down is when it stops. TERM reaches the
+    process through its supervisor; KILL to its group after 10 s."""
+    for folder in detached_folders():
+        try:
+            pid = int((folder / "pid").read_text())
+            start = (folder / "start").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if (folder / "exit").exists() or started_at(pid) != start:
+            continue  # ended, or the pid now belongs to another process
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while started_at(pid) == start and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if started_at(pid) == start:
+            os.killpg(pid, signal.SIGKILL)
+        print(f"testlab: stopped {folder.name} (pid {pid})")
 
 
 def status() -> bool:

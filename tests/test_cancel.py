@@ -20,6 +20,7 @@ from flows.status import campaign_status
 from lab.config import HostConfig, Inventory
 from lab.docker import Container
 from testkit.fake_host import FakeHost
+from tests.support.campaigns import write_campaign
 from tests.support.targets import provisioned_target
 from tests.test_execute import RULES, longer, planned
 
@@ -47,6 +48,38 @@ def test_cancelled_run_is_stopped_kept_and_run_again(lab_inventory: Inventory,
     again = execute(target, run, store, RULES)  # the campaign started again
     assert again.attempt == 2 and again.state == "finished", again.error
     assert again.verdict is not None and again.verdict.passed, again.verdict.reason
+    target.host.close()
+
+
+@pytest.mark.lab
+def test_on_cancellation_hook_stops_what_a_killed_flow_left_running(
+        prefect_api: None, lab_inventory: Inventory, lab_dir: Path, tmp_path: Path) -> None:
+    """Prefect calls the flow's on_cancellation hook in the runner once the flow's process is
+    gone: the hook alone finds the campaign's run still going on h2, stops it, keeps its files
+    and records it cancelled."""
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.states import Cancelled
+
+    from bench.campaign import load_campaign
+    from flows.submission import stop_runs_in_flight, submission
+
+    name = f"hooked-{uuid.uuid4().hex[:6]}"
+    path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"], accuracy=False)
+    target = provisioned_target(lab_inventory, "h2", campaign=name)
+    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 30_000)
+    store = RunStore(load_campaign(path).paths.store)
+    record = store.start_attempt(run.spec)  # what the killed flow process left behind
+    handle = remote.start(target, record, run_files(run.spec, RULES))
+    assert isinstance(handle.process, Container)
+    assert target.engine.status(handle.process).running
+
+    flow_run = FlowRun(flow_id=uuid.uuid4(), name="killed-flow",
+                       parameters={"campaign_file": str(path)})
+    stop_runs_in_flight(submission, flow_run, Cancelled())
+    assert remote.find(target, record) is None  # stopped and removed, after collection
+    kept = store.latest(run.spec.key)
+    assert kept is not None and kept.state == "cancelled" and kept.verdict is None
+    assert "user.conf" in kept.files and "Cancelled" in (kept.error or "")
     target.host.close()
 
 

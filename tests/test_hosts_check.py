@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -34,3 +36,17 @@ def test_unreachable_host_exits_3(tmp_path) -> None:  # type: ignore[no-untyped-
     result = CliRunner().invoke(app, ["hosts", "check", str(path)])
     assert result.exit_code == 3
     assert "Cannot reach host 'gone'" in result.output
+
+
+def test_a_reachable_host_with_problems_prints_a_line_for_each(tmp_path: Path) -> None:
+    """The controller itself, reached and measured for real, with its Docker engine pointed at a
+    socket nothing listens on: reachable, with one problem line naming the host and the fix."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n  - {name: here, transport: local, work_dir: " + str(tmp_path / "w")
+                    + ", docker: {docker_host: 'unix://" + str(tmp_path / "none.sock") + "'}}\n")
+    result = CliRunner().invoke(app, ["hosts", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    problems = [line for line in result.output.splitlines() if line.startswith("problem:")]
+    assert problems == ["problem: host 'here': Docker engine not usable (engine not answering); "
+                        "start dockerd or set `docker: {engine: false}` for native runs"], problems
+    assert "1 host(s) reachable, 1 problem(s) to look at." in result.output
