@@ -8,6 +8,9 @@ sessions are marked `serial` and run first, alone, so that no other test's load 
 their figures. Both phases always run; the exit status is the worse of the two.
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]
+WORKERS (or $SUBRUN_TEST_WORKERS) defaults to 0, one process: with 3 workers the suite takes
+about 28 min instead of 42, but two lab tests (a cancelled deployment's 15-s stop, a killed
+tuning probe's reattachment) have failed under the workers' load and must hold first.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def durations(report: Path) -> list[tuple[float, str]]:
 def main(argv: list[str]) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     head = argv[:argv.index("--")] if "--" in argv else argv
-    workers = head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", "3")
+    workers = head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", "0")
     pytest = str(Path(sys.executable).parent / "pytest")
     REPORTS.mkdir(parents=True, exist_ok=True)
     worst = 0
@@ -47,7 +50,9 @@ def main(argv: list[str]) -> int:
     for name, args in PHASES:
         report = REPORTS / f"{name}.xml"
         report.unlink(missing_ok=True)
-        command = [pytest, *args, *([workers] if args[-1] == "-n" else []),
+        if args[-1] == "-n":  # 0: one process, as before the workers
+            args = [*args, workers] if workers != "0" else ["-m", "not serial"]
+        command = [pytest, *args,
                    "-o", "addopts=-ra --strict-markers", f"--junitxml={report}", *extra]
         print(f"\n=== {name} phase: {' '.join(command[1:])}", flush=True)
         status = subprocess.run(command, cwd=ROOT, check=False).returncode
