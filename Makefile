@@ -12,7 +12,7 @@ demo: $(STAMP)
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun run
 
-# timing and fault tests alone, then the rest in parallel workers (scripts/suite.py says why)
+# timing tests alone, then the rest (in workers with SUBRUN_TEST_WORKERS=N; scripts/suite.py)
 test: $(STAMP) lab
 	$(BIN)/python scripts/suite.py
 	$(MAKE) lint

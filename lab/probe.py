@@ -45,10 +45,14 @@ def probe(config: HostConfig, *, pause_s: float = 1.0) -> HostReport:
                 return _probe_open(config, host)
         except (ConnectionLost, LinkDown) as e:
             if time.monotonic() + pause_s >= deadline:
-                return HostReport(config.name, False, "?", None, None, (str(e),))
+                return _unreachable(config, e)
             time.sleep(pause_s)
         except SubrunError as e:
-            return HostReport(config.name, False, "?", None, None, (str(e),))
+            return _unreachable(config, e)
+
+
+def _unreachable(config: HostConfig, error: SubrunError) -> HostReport:
+    return HostReport(config.name, False, "?", None, None, (str(error),))
 
 
 def _probe_open(config: HostConfig, host: Host) -> HostReport:

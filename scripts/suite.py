@@ -2,10 +2,10 @@
 """The whole test suite in two phases, then the 25 slowest tests of both.
 
 Most of the suite waits (on LoadGen's fixed durations, Prefect servers, SSH links, an analyzer's
-pauses) with a core idle, so it runs in parallel pytest-xdist workers, one test module per group
-(`tests/conftest.py` groups them). The tests that compare timings or cut the lab's shared SSH
-sessions are marked `serial` and run first, alone, so that no other test's load or fault moves
-their figures. Both phases always run; the exit status is the worse of the two.
+pauses) with a core idle, so the rest can run in pytest-xdist workers, one test module per group
+(`tests/conftest.py` groups them). The tests that compare timings are marked `serial` and run
+first, alone, so that no other test's load moves their figures. Both phases always run; the
+exit status is the worse of the two.
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]
 WORKERS (or $SUBRUN_TEST_WORKERS) defaults to 0, one process: with 3 workers the suite takes
@@ -24,10 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / ".lab" / "reports"
 SLOWEST = 25
-PHASES = (
-    ("serial", ["-m", "serial"]),
-    ("parallel", ["-m", "not serial", "--dist", "loadgroup", "-n"]),
-)
+
+
+def phases(workers: int) -> list[tuple[str, list[str]]]:
+    """Each phase's name and selection; the second in workers, or in one process with 0."""
+    rest = ["-m", "not serial"]
+    if workers:
+        rest += ["--dist", "loadgroup", "-n", str(workers)]
+    return [("serial", ["-m", "serial"]), ("rest", rest)]
 
 
 def durations(report: Path) -> list[tuple[float, str]]:
@@ -42,16 +46,14 @@ def durations(report: Path) -> list[tuple[float, str]]:
 def main(argv: list[str]) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     head = argv[:argv.index("--")] if "--" in argv else argv
-    workers = head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", "0")
+    workers = int(head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", "0"))
     pytest = str(Path(sys.executable).parent / "pytest")
     REPORTS.mkdir(parents=True, exist_ok=True)
     worst = 0
     timings: list[tuple[float, str]] = []
-    for name, args in PHASES:
+    for name, args in phases(workers):
         report = REPORTS / f"{name}.xml"
         report.unlink(missing_ok=True)
-        if args[-1] == "-n":  # 0: one process, as before the workers
-            args = [*args, workers] if workers != "0" else ["-m", "not serial"]
         command = [pytest, *args,
                    "-o", "addopts=-ra --strict-markers", f"--junitxml={report}", *extra]
         print(f"\n=== {name} phase: {' '.join(command[1:])}", flush=True)

@@ -24,20 +24,28 @@ SUBRUN = ROOT / ".venv" / "bin" / "subrun"
 OVERLOADED = {"target_qps": 200000, "min_duration": 1000, "min_query_count": 4000}
 
 
+def update(path: Path, **fields: object) -> None:
+    """Set top-level fields of a campaign file."""
+    path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()) | fields, sort_keys=False))
+
+
+def subrun_run(path: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`subrun run CAMPAIGN` as a user types it, without a Prefect server, in folder."""
+    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect"), "COLUMNS": "300",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
 def test_a_failed_run_exits_1_naming_it_and_the_test_it_left_unrun(
         lab_dir: Path, tmp_path: Path) -> None:
     name = f"exit-{uuid.uuid4().hex[:6]}"
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"],
                           scenarios=("Server",), compliance=True, accuracy=False,
                           settings={"Server": OVERLOADED})
-    data = yaml.safe_load(path.read_text())
-    data["max_reruns"] = 0  # the verdict stands: no automatic re-run at a lower target
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": "300",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    done = subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, check=False)
+    update(path, max_reruns=0)  # the verdict stands: no automatic re-run at a lower target
+    done = subrun_run(path, tmp_path)
     shown = done.stdout + done.stderr
     assert done.returncode == 1, shown[-4000:]
     lines = done.stdout.splitlines()
@@ -56,22 +64,15 @@ def test_a_failed_run_exits_1_naming_it_and_the_test_it_left_unrun(
     assert not (tmp_path / "out" / name / "submission.tar.gz").exists()
 
 
-def test_a_seed_in_a_submission_campaign_is_refused_before_any_host_is_touched(lab_dir: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_seed_in_a_submission_campaign_is_refused_before_any_host_is_touched(
+        lab_dir: Path, tmp_path: Path) -> None:
     """Submission mode on h2, as a user starts it: a LoadGen seed in the settings is refused
     (exit 2, naming the key) before the campaign begins."""
     name = f"submit-{uuid.uuid4().hex[:6]}"
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"], accuracy=False,
                           settings={"Offline": {"qsl_rng_seed": 1234}})
-    data = yaml.safe_load(path.read_text())
-    data |= {"mode": "submission", "division": "closed"}
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": "300",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-
-    seeded = subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600, check=False)
+    update(path, mode="submission", division="closed")
+    seeded = subrun_run(path, tmp_path)
     assert seeded.returncode == 2, seeded.stdout + seeded.stderr
     assert ("user.conf key '*.Offline.qsl_rng_seed' overrides an official LoadGen setting"
             in seeded.stderr), seeded.stderr

@@ -39,8 +39,6 @@ def h2_target(lab_inventory: Inventory) -> RunTarget:
     return provisioned_target(lab_inventory, "h2")
 
 
-
-
 def longer(run: PlannedRun, min_duration_ms: int) -> PlannedRun:
     """An Offline run of at least min_duration_ms (its target QPS is set above what the demo
     SUT reaches here, so LoadGen's sample count outlasts the duration: the run stays VALID)."""
