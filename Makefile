@@ -12,7 +12,8 @@ demo: $(STAMP)
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun run
 
-# timing tests alone, then the rest (in workers with SUBRUN_TEST_WORKERS=N; scripts/suite.py)
+# timing tests (host-free tests beside them, on the idle core), then the other lab tests in
+# 3 workers (SUBRUN_TEST_WORKERS=N; scripts/suite.py)
 test: $(STAMP) lab
 	$(BIN)/python scripts/suite.py
 	$(MAKE) lint

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""The whole test suite in two phases, then the 25 slowest tests of both.
+"""The whole test suite in three parts, then the 25 slowest tests of all of them.
 
-Most of the suite waits (on LoadGen's fixed durations, Prefect servers, SSH links, an analyzer's
-pauses) with a core idle, so the rest can run in pytest-xdist workers, one test module per group
-(`tests/conftest.py` groups them). The tests that compare timings are marked `serial` and run
-first, alone, so that no other test's load moves their figures. Both phases always run; the
-exit status is the worse of the two.
+1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes, a 15-s
+   cancellation), with no other lab test beside them, so no other test's load moves their figures.
+2. `hostless` (every test that needs no lab host), at the same time as the first part, in a
+   process pinned to the cores the lab's pinned host leaves to the controller and scheduled only
+   when those cores would otherwise idle (SCHED_IDLE): the timing tests' controller and daemons
+   always go first. Its output is printed when it ends. Without a pinned lab host (nothing to keep
+   it off), it runs after the first part instead.
+3. `lab`: the other lab tests, in pytest-xdist workers, one test module per group
+   (`tests/conftest.py` groups them); most of them wait on LoadGen's fixed durations, Prefect
+   servers, SSH links and an analyzer's pauses with a core idle.
+
+Every part always runs; the exit status is the worst of them.
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]
-WORKERS (or $SUBRUN_TEST_WORKERS) defaults to 0, one process: with 3 workers the suite takes
-about 28 min instead of 42, but two lab tests (a cancelled deployment's 15-s stop, a killed
-tuning probe's reattachment) have failed under the workers' load and must hold first.
+WORKERS (or $SUBRUN_TEST_WORKERS) for the third part defaults to 3; 0 runs it in one process.
 """
 
 from __future__ import annotations
@@ -19,19 +24,102 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 REPORTS = ROOT / ".lab" / "reports"
 SLOWEST = 25
+DEFAULT_WORKERS = 3
 
 
-def phases(workers: int) -> list[tuple[str, list[str]]]:
-    """Each phase's name and selection; the second in workers, or in one process with 0."""
-    rest = ["-m", "not serial"]
+@dataclass
+class Part:
+    """One pytest session of the suite: its mark selection and how its process starts."""
+
+    name: str
+    args: list[str]
+    cores: tuple[int, ...] = ()  # the cores it is pinned to (() for every core)
+    log: Path | None = None  # where its output goes while another part prints (None: here)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def command(self, pytest: str, extra: list[str]) -> list[str]:
+        return [pytest, *self.args, "-o", "addopts=-ra --strict-markers",
+                f"--junitxml={self.report}", *extra]
+
+    @property
+    def report(self) -> Path:
+        return REPORTS / f"{self.name}.xml"
+
+    def start(self, pytest: str, extra: list[str]) -> None:
+        self.report.unlink(missing_ok=True)
+        command = self.command(pytest, extra)
+        where = f" (on cores {','.join(map(str, self.cores))}, when idle; output: {self.log})" \
+            if self.cores else ""
+        print(f"\n=== {self.name}: {' '.join(command[1:])}{where}", flush=True)
+        out = self.log.open("wb") if self.log else None
+        try:
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=out,
+                                            stderr=subprocess.STDOUT if out else None,
+                                            preexec_fn=_idle_on(self.cores) if self.cores else None)
+        finally:
+            if out:
+                out.close()
+
+    def wait(self) -> int:
+        """Its exit status; 5 (no test selected, a filter left it empty) counts as 0."""
+        assert self.process is not None
+        status = self.process.wait()
+        if self.log:
+            print(f"\n=== {self.name} (run beside the serial part): output", flush=True)
+            sys.stdout.write(self.log.read_text(errors="replace"))
+            sys.stdout.flush()
+        return 0 if status == 5 else status
+
+
+def _idle_on(cores: tuple[int, ...]) -> Callable[[], None]:
+    """A child's start: on cores, at the idle scheduling class (the lowest nice where that
+    class is missing)."""
+    def start() -> None:
+        os.sched_setaffinity(0, cores)
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):
+            os.nice(19)
+    return start
+
+
+def cores_off_pinned() -> tuple[int, ...]:
+    """The cores no lab host pins its runs to, when some host pins some: () when none does
+    (or there is no lab), so there is nothing to keep the host-free tests off."""
+    from lab.config import load_inventory
+    from lab.cores import resolve, setting_of
+    from lab.errors import SubrunError
+
+    path = ROOT / ".lab" / "hosts.yaml"
+    count = os.cpu_count() or 1
+    try:
+        inventory = load_inventory(path)
+        pinned = {core for host in inventory.hosts
+                  for core in resolve(setting_of(host)[0], count, host=host.name)}
+    except (OSError, SubrunError):
+        return ()
+    rest = tuple(sorted(set(range(count)) - pinned))
+    return rest if pinned and rest else ()
+
+
+def parts(workers: int, beside: tuple[int, ...]) -> list[list[Part]]:
+    """The parts in order; the parts of one inner list run at the same time."""
+    lab = ["-m", "lab and not serial"]
     if workers:
-        rest += ["--dist", "loadgroup", "-n", str(workers)]
-    return [("serial", ["-m", "serial"]), ("rest", rest)]
+        lab += ["--dist", "loadgroup", "-n", str(workers)]
+    serial = Part("serial", ["-m", "serial"])
+    hostless = Part("hostless", ["-m", "not lab and not serial"], cores=beside,
+                    log=REPORTS / "hostless.log" if beside else None)
+    first = [[serial, hostless]] if beside else [[serial], [hostless]]
+    return [*first, [Part("lab", lab)]]
 
 
 def durations(report: Path) -> list[tuple[float, str]]:
@@ -46,22 +134,18 @@ def durations(report: Path) -> list[tuple[float, str]]:
 def main(argv: list[str]) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     head = argv[:argv.index("--")] if "--" in argv else argv
-    workers = int(head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", "0"))
+    workers = int(head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", DEFAULT_WORKERS))
     pytest = str(Path(sys.executable).parent / "pytest")
     REPORTS.mkdir(parents=True, exist_ok=True)
     worst = 0
     timings: list[tuple[float, str]] = []
-    for name, args in phases(workers):
-        report = REPORTS / f"{name}.xml"
-        report.unlink(missing_ok=True)
-        command = [pytest, *args,
-                   "-o", "addopts=-ra --strict-markers", f"--junitxml={report}", *extra]
-        print(f"\n=== {name} phase: {' '.join(command[1:])}", flush=True)
-        status = subprocess.run(command, cwd=ROOT, check=False).returncode
-        # 5: no test selected (a filter in `extra` left this phase empty), not a failure
-        worst = max(worst, 0 if status == 5 else status)
-        timings += durations(report)
-    print(f"\n=== {SLOWEST} slowest tests of both phases")
+    for together in parts(workers, cores_off_pinned()):
+        for part in together:
+            part.start(pytest, extra)
+        for part in together:
+            worst = max(worst, part.wait())
+            timings += durations(part.report)
+    print(f"\n=== {SLOWEST} slowest tests of all parts")
     for seconds, test in sorted(timings, reverse=True)[:SLOWEST]:
         print(f"{seconds:8.1f}s  {test}")
     print(f"\n{len(timings)} tests in {sum(t for t, _ in timings):.0f} s of test time; "

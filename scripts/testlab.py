@@ -196,6 +196,11 @@ def start_sshd(name: str, address: str, keys: dict[str, Path]) -> None:
     d = LAB / "ssh" / name
     work = LAB / "hosts" / name
     work.mkdir(parents=True, exist_ok=True)
+    # a home of the host's own: sshd runs each command through the user's shell, which reads
+    # ~/.bashrc first, and a developer's (pyenv init, rehash) would run before every command
+    # of every channel, hundreds of processes a second in a busy suite
+    home = d / "home"
+    home.mkdir(exist_ok=True)
     (d / "authorized_keys").write_text(keys["client"].with_suffix(".pub").read_text())
     config = d / "sshd_config"
     config.write_text("\n".join([
@@ -209,7 +214,8 @@ def start_sshd(name: str, address: str, keys: dict[str, Path]) -> None:
         "UsePAM no",
         "StrictModes no",
         "ClientAliveInterval 15",
-        f"SetEnv DOCKER_HOST=unix://{engine_dir(name)}/docker.sock SUBRUN_LAB_HOST={name}",
+        f"SetEnv DOCKER_HOST=unix://{engine_dir(name)}/docker.sock SUBRUN_LAB_HOST={name}"
+        f" HOME={home}",
         "Subsystem sftp internal-sftp",
         "",
     ]))

@@ -110,6 +110,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     a worker that finished early would stop a daemon another worker's campaign is using."""
     if _is_worker(session.config) or (inventory := _lab_inventory_or_none()) is None:
         return
+    if "not lab" in (session.config.option.markexpr or ""):
+        return  # it started none, and the ones running may be a lab session's beside it
     before = session.config.stash.get(_DAEMONS_BEFORE, set())
     try:
         for analyzer in inventory.analyzers:

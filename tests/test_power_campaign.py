@@ -61,6 +61,9 @@ def test_power_run_ranging_then_testing_is_stored_and_judged(track_inventory: In
     assert again.attempt == record.attempt
 
 
+# with both cores saturated by other tests the analyzer daemon's samples stopped for 12 s inside
+# LoadGen's power window, and the run was rightly failed: a timing of its own
+@pytest.mark.serial
 def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
         prefect_api: None, lab_dir: Path, track_inventory: Inventory,
         tmp_path: Path) -> None:

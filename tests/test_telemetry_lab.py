@@ -77,6 +77,9 @@ def test_a_run_has_its_trace_with_the_sampled_fields(h2_target: RunTarget,
     assert not h2_target.host.exists(h2_target.host.detached_dir(sampler.process_name(rid)))
 
 
+# its busy loops are its measure of "other processes": with other tests' load on top, its run
+# was starved to about 1 % of a core and read as idle
+@pytest.mark.serial
 def test_a_host_kept_busy_by_other_processes_flags_the_run_contended(
         h2_target: RunTarget, tmp_path: Path) -> None:
     store = RunStore(tmp_path / "store")

@@ -21,6 +21,10 @@ from bench.run import RunKind, RunRecord, RunState, Scenario
 from bench.store import RunStore
 from bench.tune_search import probed, tuned_key, verdicts
 from bench.tuning_record import TuningBook, TuningRecord
+from lab.config import Inventory
+from lab.host import Host
+from lab.transport import open_host
+from tests.support.containers import campaign_containers
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,9 +110,9 @@ def test_a_tuned_server_run_of_60_s_is_valid_at_the_first_attempt(
 
 
 def test_tuning_killed_in_a_probe_continues_from_the_recorded_probes(
-        lab_dir: Path, tmp_path: Path) -> None:
-    path = campaign_file(tmp_path, lab_dir / "hosts.yaml", f"resume-{uuid.uuid4().hex[:6]}",
-                         tune_resolution=0.25)
+        lab_dir: Path, lab_inventory: Inventory, tmp_path: Path) -> None:
+    name = f"resume-{uuid.uuid4().hex[:6]}"
+    path = campaign_file(tmp_path, lab_dir / "hosts.yaml", name, tune_resolution=0.25)
     campaign = load_campaign(path)
     book, store = TuningBook(campaign.paths.tuning), RunStore(campaign.paths.store)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -116,24 +120,30 @@ def test_tuning_killed_in_a_probe_continues_from_the_recorded_probes(
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     command = [sys.executable, "-m", "flows", "tune", str(path)]
 
-    def in_flight() -> bool:  # two probes recorded, the third one running on h2
+    def in_flight(h2: Host) -> bool:  # two probes recorded, the third one's container up on h2
         records = book.records()
-        return bool(records) and len(records[0].probes) >= 2 and any(
-            r.state == RunState.RUNNING and not r.files for r in store.runs())
+        running = [r for r in store.runs() if r.state == RunState.RUNNING and not r.files]
+        if not records or len(records[0].probes) < 2 or not running:
+            return False
+        # the record says running before the container starts: killed in between, the attempt
+        # is rightly lost, not reattached
+        suffix = f"-{running[0].key}-a{running[0].attempt}"
+        return any(c.endswith(suffix) for c in campaign_containers(h2, name))
 
     log = tmp_path / "killed.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        h2 = open_host(lab_inventory.host("h2"))
         try:
             deadline = time.monotonic() + 180
-            while time.monotonic() < deadline and proc.poll() is None and not in_flight():
+            while time.monotonic() < deadline and proc.poll() is None and not in_flight(h2):
                 time.sleep(0.1)
             assert proc.poll() is None, log.read_text()[-3000:]
-            time.sleep(1.0)  # the probe's container is up
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+            h2.close()
     before = server_record(path)
     cut = [r for r in store.runs() if r.state == RunState.RUNNING]
     assert not before.done and len(cut) == 1
