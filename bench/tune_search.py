@@ -6,7 +6,8 @@ again takes exactly the step it would have taken, from the probes its record hol
 
 - Offline: one probe measures the throughput the host sustains; a probe whose target was so far
   below it that LoadGen ran out of samples before its minimum duration (INVALID) is measured
-  again at the rate it found. Its start is the rate a sizing probe measured (bench.tuning).
+  again at the rate it found, or between that and its target when the target was itself a
+  measurement (within SIZED of it). Its start is the rate a sizing probe measured (bench.tuning).
 - SingleStream / MultiStream: one probe measures the latency percentile the scenario reports
   (90th, 99th); again, a probe that ran out of queries is measured once more at what it found.
   The expected latency chosen is min(percentile, STREAM_MEAN_CAP x mean) less the margin.
@@ -57,6 +58,10 @@ STREAMS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM)
 # the run's queries take on the whole; a percentile above it is the tail, so the expected latency
 # never exceeds the mean
 STREAM_MEAN_CAP = 1.0
+# a probe that ran out of work with its tried value within this factor of what it measured was
+# aimed by an earlier measurement: the host's speed moved between the two (on the 2-core lab with
+# a third of a core busy elsewhere, Offline runs of one image measured 346k to 510k samples/s)
+SIZED = 1.5
 
 
 @dataclass(frozen=True)
@@ -130,16 +135,29 @@ def _once(scenario: Scenario, probes: Sequence[Probe], start: float,
     if measured is None:
         return Stop(None, None, "the probe measured nothing (see its run's log)")
     tried = probed(last, scenario)
-    again = not last.valid and len(probes) < 2 and not _same(tried, _round(measured))
+    value = _again_at(tried, measured) if scenario is Scenario.OFFLINE else _round(measured)
+    again = not last.valid and len(probes) < 2 and not _same(tried, value)
     if again:
-        return Try(_round(measured), f"the first probe ran out of work at {tried:g}: measure "
-                                     f"again at the {measured:g} it found")
+        return Try(value, f"the first probe ran out of work at {tried:g}: measure again at "
+                          f"{value:g} ({measured:g} found)")
     if scenario is Scenario.OFFLINE:
         return Stop(measured, _round(measured * (1 + config.margin)),
                     f"{measured:.1f} samples/s sustained")
     cap = (last.mean_latency_ns or math.inf) / 1e6 * STREAM_MEAN_CAP
     return Stop(measured, _round(min(measured, cap) * (1 - config.margin)),
                 f"{measured:.4g} ms at the scenario's percentile")
+
+
+def _again_at(tried: float | None, measured: float) -> float:
+    """Where an Offline probe that ran out of samples is measured again. A target near what the
+    probe found was itself a measurement (the sizing probe's rate): two readings of one host
+    whose speed drifts from run to run, so the next probe aims between them (their geometric
+    mean) and lasts about its length whichever of them the host keeps (not so a stream's probe:
+    an expected latency between its two readings runs out of queries again).
+    Further off (beyond SIZED), the target was a guess, and the measurement alone counts."""
+    if tried is None or not 1 / SIZED <= measured / tried <= SIZED:
+        return _round(measured)
+    return _round(math.sqrt(tried * measured))
 
 
 def _measured(scenario: Scenario, probe: Probe) -> float | None:

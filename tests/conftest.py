@@ -36,7 +36,10 @@ SLOW_MODULES = {
 # `scripts/suite.py` runs them alone, before the parallel workers start, so no other test's load
 # moves what they measure (a single test says so with `@pytest.mark.serial`). Fault tests kill
 # only the sshd sessions of their own links (tests/support/sshd_sessions.py).
-SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab"}
+# test_verdict's valid Server run meets a latency bound on the controller's own cores, which the
+# host-free tests beside the serial part get only when they would otherwise idle.
+SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab",
+                  "test_verdict"}
 
 # The longest modules (each 100-300 s under the parallel phase's load), started first so that
 # none of them is left running alone at the end while the other workers idle.

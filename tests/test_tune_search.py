@@ -258,6 +258,15 @@ def test_offline_ran_out_of_samples_is_measured_again_at_its_rate() -> None:
     assert isinstance(stop, Stop) and stop.found == 5900
 
 
+def test_a_sized_offline_probe_that_ran_out_is_measured_again_between_its_two_readings() -> None:
+    # sized at 382,600 samples/s, the probe ran 510,281/s: the host's speed drifts; the next
+    # probe aims between the two readings, so it lasts about its length at either of them
+    first = offline_probe(382600, 510281, False)
+    step = next_step(Scenario.OFFLINE, [first], 382600)
+    assert isinstance(step, Try) and step.value == pytest.approx(441900, rel=1e-3)
+    assert "510281 found" in step.why
+
+
 @pytest.mark.parametrize("scenario", [Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM])
 def test_streams_take_the_reported_percentile_less_the_margin(scenario: Scenario) -> None:
     probe = Probe(settings={tuned_key(scenario): 0.5}, valid=True, latency_ns=958086,
