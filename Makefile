@@ -12,11 +12,10 @@ demo: $(STAMP)
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun run
 
-# timing tests (host-free tests beside them, on the idle core), then the other lab tests in
-# 3 workers (SUBRUN_TEST_WORKERS=N; scripts/suite.py)
+# timing tests (host-free tests and lint beside them, on the idle core), then the other lab
+# tests in 3 workers (SUBRUN_TEST_WORKERS=N; scripts/suite.py)
 test: $(STAMP) lab
 	$(BIN)/python scripts/suite.py
-	$(MAKE) lint
 
 # the loop while editing: no test lab, no root, under a minute
 quick: $(STAMP)

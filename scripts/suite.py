@@ -3,16 +3,16 @@
 
 1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes, a 15-s
    cancellation), with no other lab test beside them, so no other test's load moves their figures.
-2. `hostless` (every test that needs no lab host), at the same time as the first part, in a
-   process pinned to the cores the lab's pinned host leaves to the controller and scheduled only
-   when those cores would otherwise idle (SCHED_IDLE): the timing tests' controller and daemons
-   always go first. Its output is printed when it ends. Without a pinned lab host (nothing to keep
-   it off), it runs after the first part instead.
+2. `hostless` (every test that needs no lab host) and `lint` (ruff, mypy), at the same time as
+   the first part, in processes pinned to the cores the lab's pinned host leaves to the
+   controller and scheduled only when those cores would otherwise idle (SCHED_IDLE): the timing
+   tests' controller and daemons always go first. Their output is printed when they end. Without
+   a pinned lab host (nothing to keep them off), they run in turn, lint last.
 3. `lab`: the other lab tests, in pytest-xdist workers, one test module per group
    (`tests/conftest.py` groups them); most of them wait on LoadGen's fixed durations, Prefect
    servers, SSH links and an analyzer's pauses with a core idle.
 
-Every part always runs; the exit status is the worst of them.
+Every part always runs; the exit status is the worst of them (`make test` is this script).
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]
 WORKERS (or $SUBRUN_TEST_WORKERS) for the third part defaults to 3; 0 runs it in one process.
@@ -40,12 +40,15 @@ class Part:
     """One pytest session of the suite: its mark selection and how its process starts."""
 
     name: str
-    args: list[str]
+    args: list[str]  # pytest's arguments, or with lint=True the shell command
     cores: tuple[int, ...] = ()  # the cores it is pinned to (() for every core)
     log: Path | None = None  # where its output goes while another part prints (None: here)
+    lint: bool = False  # ruff and mypy, not pytest
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def command(self, pytest: str, extra: list[str]) -> list[str]:
+        if self.lint:
+            return self.args
         return [pytest, *self.args, "-o", "addopts=-ra --strict-markers",
                 f"--junitxml={self.report}", *extra]
 
@@ -73,7 +76,8 @@ class Part:
         assert self.process is not None
         status = self.process.wait()
         if self.log:
-            print(f"\n=== {self.name} (run beside the serial part): output", flush=True)
+            print(f"\n=== {self.name} (run beside the serial part, exit status {status}): "
+                  "output", flush=True)
             sys.stdout.write(self.log.read_text(errors="replace"))
             sys.stdout.flush()
         return 0 if status == 5 else status
@@ -110,7 +114,7 @@ def cores_off_pinned() -> tuple[int, ...]:
     return rest if pinned and rest else ()
 
 
-def parts(workers: int, beside: tuple[int, ...]) -> list[list[Part]]:
+def parts(workers: int, beside: tuple[int, ...], bin_dir: Path) -> list[list[Part]]:
     """The parts in order; the parts of one inner list run at the same time."""
     lab = ["-m", "lab and not serial"]
     if workers:
@@ -118,8 +122,11 @@ def parts(workers: int, beside: tuple[int, ...]) -> list[list[Part]]:
     serial = Part("serial", ["-m", "serial"])
     hostless = Part("hostless", ["-m", "not lab and not serial"], cores=beside,
                     log=REPORTS / "hostless.log" if beside else None)
-    first = [[serial, hostless]] if beside else [[serial], [hostless]]
-    return [*first, [Part("lab", lab)]]
+    lint = Part("lint", ["/bin/sh", "-c", f"{bin_dir}/ruff check . && {bin_dir}/mypy"],
+                cores=beside, log=REPORTS / "lint.log" if beside else None, lint=True)
+    if beside:
+        return [[serial, hostless, lint], [Part("lab", lab)]]
+    return [[serial], [hostless], [Part("lab", lab)], [lint]]
 
 
 def durations(report: Path) -> list[tuple[float, str]]:
@@ -135,11 +142,12 @@ def main(argv: list[str]) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     head = argv[:argv.index("--")] if "--" in argv else argv
     workers = int(head[0] if head else os.environ.get("SUBRUN_TEST_WORKERS", DEFAULT_WORKERS))
-    pytest = str(Path(sys.executable).parent / "pytest")
+    bin_dir = Path(sys.executable).parent
+    pytest = str(bin_dir / "pytest")
     REPORTS.mkdir(parents=True, exist_ok=True)
     worst = 0
     timings: list[tuple[float, str]] = []
-    for together in parts(workers, cores_off_pinned()):
+    for together in parts(workers, cores_off_pinned(), bin_dir):
         for part in together:
             part.start(pytest, extra)
         for part in together:
