@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from flows import cli_alert, cli_campaign, cli_describe, cli_tune
+from flows import cli_alert, cli_campaign, cli_describe, cli_power, cli_tune
 from flows.cli_common import err, guarded, out, shown
 
 HELP = ("Run MLPerf Inference submission campaigns on your lab machines, end to end.\n\n"
@@ -24,6 +24,7 @@ cli_describe.register(app)
 cli_campaign.register(app)
 cli_tune.register(app)
 cli_alert.register(app)
+cli_power.register(app)
 
 
 InventoryArg = Annotated[
