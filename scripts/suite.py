@@ -5,9 +5,12 @@
    cancellation), with no other lab test beside them, so no other test's load moves their figures.
 2. `hostless` (every test that needs no lab host) and `lint` (ruff, mypy), at the same time as
    the first part, in processes pinned to the cores the lab's pinned host leaves to the
-   controller and scheduled only when those cores would otherwise idle (SCHED_IDLE): the timing
-   tests' controller and daemons always go first. Their output is printed when they end. Without
-   a pinned lab host (nothing to keep them off), they run in turn, lint last.
+   controller, so that h2's core stays the timing tests'. Lint is scheduled only when those
+   cores would otherwise idle (SCHED_IDLE); the host-free tests are not, since some of them
+   compare LoadGen runs of their own (a submission tree's performance and TEST04 runs within
+   10 %), and a process of the idle class is starved for seconds at a time. Their output is
+   printed when they end. Without a pinned lab host (nothing to keep them off), they run in
+   turn, lint last.
 3. `lab`: the other lab tests, in pytest-xdist workers, one test module per group
    (`tests/conftest.py` groups them); most of them wait on LoadGen's fixed durations, Prefect
    servers, SSH links and an analyzer's pauses with a core idle.
@@ -43,6 +46,7 @@ class Part:
     args: list[str]  # pytest's arguments, or with lint=True the shell command
     cores: tuple[int, ...] = ()  # the cores it is pinned to (() for every core)
     log: Path | None = None  # where its output goes while another part prints (None: here)
+    idle: bool = False  # scheduled only when its cores would otherwise idle (SCHED_IDLE)
     lint: bool = False  # ruff and mypy, not pytest
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -59,14 +63,16 @@ class Part:
     def start(self, pytest: str, extra: list[str]) -> None:
         self.report.unlink(missing_ok=True)
         command = self.command(pytest, extra)
-        where = f" (on cores {','.join(map(str, self.cores))}, when idle; output: {self.log})" \
+        when = ", when idle" if self.idle else ""
+        where = f" (on cores {','.join(map(str, self.cores))}{when}; output: {self.log})" \
             if self.cores else ""
         print(f"\n=== {self.name}: {' '.join(command[1:])}{where}", flush=True)
         out = self.log.open("wb") if self.log else None
         try:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=out,
                                             stderr=subprocess.STDOUT if out else None,
-                                            preexec_fn=_idle_on(self.cores) if self.cores else None)
+                                            preexec_fn=_start_on(self.cores, self.idle)
+                                            if self.cores else None)
         finally:
             if out:
                 out.close()
@@ -83,11 +89,13 @@ class Part:
         return 0 if status == 5 else status
 
 
-def _idle_on(cores: tuple[int, ...]) -> Callable[[], None]:
-    """A child's start: on cores, at the idle scheduling class (the lowest nice where that
-    class is missing)."""
+def _start_on(cores: tuple[int, ...], idle: bool) -> Callable[[], None]:
+    """A child's start: on cores and, if idle, at the idle scheduling class (the lowest nice
+    where that class is missing)."""
     def start() -> None:
         os.sched_setaffinity(0, cores)
+        if not idle:
+            return
         try:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         except (AttributeError, OSError):
@@ -123,7 +131,8 @@ def parts(workers: int, beside: tuple[int, ...], bin_dir: Path) -> list[list[Par
     hostless = Part("hostless", ["-m", "not lab and not serial"], cores=beside,
                     log=REPORTS / "hostless.log" if beside else None)
     lint = Part("lint", ["/bin/sh", "-c", f"{bin_dir}/ruff check . && {bin_dir}/mypy"],
-                cores=beside, log=REPORTS / "lint.log" if beside else None, lint=True)
+                cores=beside, log=REPORTS / "lint.log" if beside else None, idle=True,
+                lint=True)
     if beside:
         return [[serial, hostless, lint], [Part("lab", lab)]]
     return [[serial], [hostless], [Part("lab", lab)], [lint]]

@@ -37,7 +37,7 @@ SLOW_MODULES = {
 # moves what they measure (a single test says so with `@pytest.mark.serial`). Fault tests kill
 # only the sshd sessions of their own links (tests/support/sshd_sessions.py).
 # test_verdict's valid Server run meets a latency bound on the controller's own cores, which the
-# host-free tests beside the serial part get only when they would otherwise idle.
+# host-free tests beside the serial part keep busy.
 SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab",
                   "test_verdict"}
 
