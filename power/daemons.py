@@ -17,10 +17,9 @@ from lab.config import AnalyzerConfig, HostConfig, Inventory
 from lab.errors import ConfigError, SubrunError
 from lab.host import Detached, Host
 from lab.transport import open_host
-from power.service import daemon_address, stop_daemon
-
-DAEMON = "power-daemon-{}"
-SERVER = "power-server-{}"
+from power.director import director_address
+from power.powerdev import server_name
+from power.service import daemon_address, daemon_name, stop_daemon
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,11 @@ def _places(inventory: Inventory, analyzer: AnalyzerConfig
         endpoint = f"{daemon_address(analyzer, host)}:{analyzer.port}"
     except SubrunError:
         endpoint = f"{analyzer.listen}:{analyzer.port}"
-    yield "daemon", host, DAEMON.format(analyzer.name), endpoint
+    yield "daemon", host, daemon_name(analyzer.name), endpoint
     director = inventory.director
     if director is not None and director.power_dev:
-        where = inventory.host(director.host)
-        address = director.address or where.address or "127.0.0.1"
-        yield ("power-dev server", where, SERVER.format(analyzer.name),
-               f"{address}:{director.port}")
+        yield ("power-dev server", inventory.host(director.host), server_name(analyzer.name),
+               f"{director_address(inventory)}:{director.port}")
 
 
 def daemon_states(inventory: Inventory, names: list[str] | None = None) -> list[DaemonState]:

@@ -36,6 +36,7 @@ from power.powerdev import (
     conf_path,
     logged_identity,
     server_conf,
+    server_name,
     start_power_server,
     stop_power_server,
     verify_checkout,
@@ -118,7 +119,7 @@ def director_session(inventory: Inventory, analyzer: str, label: str, *, sut: Ho
 
 def _serving(director: Host, plan: ServerPlan) -> PowerServer | None:
     """A server left serving by an earlier controller (its run's client may still talk to it)."""
-    handle = director.find_detached(f"power-server-{plan.analyzer}")
+    handle = director.find_detached(server_name(plan.analyzer))
     if handle is None or not director.poll_detached(handle).running:
         return None
     written = director.run(["cat", conf_path(director, plan)], check=False, timeout_s=30)

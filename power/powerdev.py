@@ -113,11 +113,16 @@ class PowerServer:
         return self.host.detached_log(self.handle)
 
 
+def server_name(analyzer: str) -> str:
+    """The detached process name of power-dev's server for the analyzer on the director."""
+    return f"power-server-{analyzer}"
+
+
 def start_power_server(director: Host, plan: ServerPlan,
                        allowed: list[dict[str, str]] | None = None) -> PowerServer:
     """Verify the checkout, write the INI, start the server and wait until it serves."""
     sources = verify_checkout(director, plan.checkout, plan.python, allowed)
-    name = f"power-server-{plan.analyzer}"
+    name = server_name(plan.analyzer)
     conf = conf_path(director, plan)
     with tempfile.TemporaryDirectory() as scratch:
         local = Path(scratch) / "server.conf"

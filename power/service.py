@@ -142,10 +142,15 @@ def probe(address: str, port: int, timeout_s: float = 10.0,
         client.close()
 
 
+def daemon_name(analyzer: str) -> str:
+    """The detached process name of the analyzer's daemon on its host."""
+    return f"power-daemon-{analyzer}"
+
+
 def ensure_daemon(host: Host, analyzer: AnalyzerConfig, *, address: str,
                   python: str | None = None) -> DaemonEndpoint:
     """A healthy daemon for analyzer on host: the running one, or a fresh one."""
-    name = f"power-daemon-{analyzer.name}"
+    name = daemon_name(analyzer.name)
     folder = PurePosixPath(host.work_dir) / "power" / analyzer.name
     log_path = str(folder / "samples.log")
     try:

@@ -12,7 +12,7 @@ import yaml
 from lab.config import Inventory
 from lab.host import Detached
 from lab.transport import open_host
-from power.service import stop_daemon
+from power.service import daemon_name, stop_daemon
 
 
 def with_analyzers(lab_inventory: Path, folder: Path, analyzers: dict[str, str],
@@ -35,7 +35,7 @@ def stop_lab_daemon(inventory: Inventory, analyzer: str,
     and is none of `unless`."""
     local = open_host(inventory.host("local"))
     try:
-        daemon = local.find_detached(f"power-daemon-{analyzer}")
+        daemon = local.find_detached(daemon_name(analyzer))
         if daemon is not None and daemon not in unless:
             stop_daemon(local, daemon)
     finally:
@@ -46,7 +46,7 @@ def running_lab_daemons(inventory: Inventory) -> set[Detached]:
     """The power daemons of the inventory's analyzers running on the lab's host `local`."""
     local = open_host(inventory.host("local"))
     try:
-        found = (local.find_detached(f"power-daemon-{a.name}") for a in inventory.analyzers)
+        found = (local.find_detached(daemon_name(a.name)) for a in inventory.analyzers)
         return {d for d in found if d is not None and local.poll_detached(d).running}
     finally:
         local.close()
