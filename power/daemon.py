@@ -207,13 +207,18 @@ class Daemon:
         except (OSError, ConnectionError):
             pass
         finally:
+            self._let_go(client)
             client.link.close()
             with self._lock:
                 if client in self._clients:
                     self._clients.remove(client)
-            if self.sessions.release(client):
-                self.console.say(f"Session released by {client.where}")
             self.console.say(f"Client disconnected: {client.where}")
+
+    def _let_go(self, client: Client) -> None:
+        """Free the session the client holds, before its connection closes: a client that sees
+        the close may connect and ask for the session at once."""
+        if self.sessions.release(client):
+            self.console.say(f"Session released by {client.where}")
 
     def _next_line(self, client: Client) -> str | None:
         """The client's next command, or None when it closed or was dropped for idling."""
@@ -226,6 +231,7 @@ class Daemon:
             except TimeoutError:
                 if self._measuring_for(client):
                     continue  # waiting out a measurement it started is not idling
+                self._let_go(client)
                 self._refuse(client, f"idle for {allowed_s:g} s; "
                              "disconnected so that other clients are not locked out")
                 return None
