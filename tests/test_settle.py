@@ -204,8 +204,9 @@ def test_a_faster_test_is_reverified_against_the_new_measurement(tmp_path: Path)
 @pytest.mark.lab
 def test_on_a_lab_host_a_slow_reference_is_measured_again_not_the_tests(
         lab_inventory: Inventory, tmp_path: Path) -> None:
-    """digits on h2: the performance run's stored logs say 70 % less throughput than it did (a
-    disturbed reference); TEST01 then ran faster, so settling measures performance again in a
+    """digits on h2: the performance run's stored logs say 90 % less throughput than it did (a
+    disturbed reference; with 70 % less, TEST01 beside other tests' runs on h2's core once ran
+    no faster than that); TEST01 then ran faster, so settling measures performance again in a
     container and verifies the test's collected logs against it. Whether the set then agrees
     depends on this machine's load: the decisions are asserted, not the outcome."""
     target = provisioned_target(lab_inventory, "h2")
@@ -216,7 +217,8 @@ def test_on_a_lab_host_a_slow_reference_is_measured_again_not_the_tests(
     runs = [r for r in plan.runs if r.spec.kind is not RunKind.POWER]
     store, options = RunStore(tmp_path / "store"), ExecuteOptions(max_reruns=2)
     measured = execute(target, runs[0], RunStore(tmp_path / "first"), RULES)
-    slowed(RunStore(tmp_path / "first").path(measured.key, measured.attempt), tmp_path / "slow")
+    slowed(RunStore(tmp_path / "first").path(measured.key, measured.attempt), tmp_path / "slow",
+           factor=0.1)
     store.add_attempt(measured.spec, tmp_path / "slow", verdict=judge_dir(
         measured.spec, tmp_path / "slow", RULES), exit_status=0)
     accuracy = execute(target, runs[1], store, RULES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from bench.manifest import load_manifest
 from bench.target import RunTarget
 from lab.config import Inventory
@@ -18,8 +20,11 @@ OFFLINE_ABOVE_REACH_QPS = 800_000
 
 
 def provisioned_target(inventory: Inventory, host: str, benchmark: str = "digits",
-                       campaign: str = "tests") -> RunTarget:
-    """A RunTarget for benchmark on host, its image built or shipped as hosts.yaml says."""
+                       campaign: str | None = None) -> RunTarget:
+    """A RunTarget for benchmark on host, its image built or shipped as hosts.yaml says. Its
+    campaign name is unique unless one is given: runs of equal settings in two tests have equal
+    keys, and tests in parallel workers would otherwise race for one container name on the host."""
+    campaign = campaign or f"tests-{uuid.uuid4().hex[:8]}"
     config = inventory.host(host)
     manifest = load_manifest(benchmark)
     controller_config = inventory.host("local")
