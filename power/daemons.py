@@ -67,8 +67,9 @@ def daemon_states(inventory: Inventory, names: list[str] | None = None) -> list[
         for analyzer in _chosen(inventory, names):
             for kind, config, name, endpoint in _places(inventory, analyzer):
                 try:
-                    host = hosts.get(config.name) or hosts.setdefault(config.name,
-                                                                      open_host(config))
+                    if config.name not in hosts:
+                        hosts[config.name] = open_host(config)
+                    host = hosts[config.name]
                     handle = host.find_detached(name)
                     running = handle is not None and host.poll_detached(handle).running
                     states.append(DaemonState(analyzer.name, kind, config.name, endpoint,
