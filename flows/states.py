@@ -12,7 +12,7 @@ from typing import Any
 from prefect.states import Completed, Failed, State
 
 from flows.outcome import CampaignOutcome, RunOutcome, TrainingOutcome
-from lab.errors import RunCancelled
+from lab.errors import RunCancelled, SubrunError
 
 
 def run_state(outcome: RunOutcome) -> State[RunOutcome]:
@@ -20,6 +20,14 @@ def run_state(outcome: RunOutcome) -> State[RunOutcome]:
     if outcome.passed:
         return Completed(data=outcome, message=f"{outcome.label}: passed")
     return Failed(data=outcome, message=f"{outcome.label} {outcome.state}: {outcome.reason}")
+
+
+def refused_state(error: SubrunError) -> State[Any]:
+    """Failed with the error as its message and its result, for a campaign stopped by something
+    the user must fix (a system description not ready, a bad setting): `outcome_of` raises it
+    again, so `subrun run` prints the one paragraph and exits with its status. Raised out of the
+    flow instead, Prefect's engine logs it with a traceback first."""
+    return Failed(data=error, message=str(error))
 
 
 def campaign_state(outcome: CampaignOutcome) -> State[CampaignOutcome]:

@@ -43,9 +43,16 @@ from flows.outcome import CampaignOutcome, RunOutcome
 from flows.plan_view import analyzer_notes, plan_markdown, wait_notes
 from flows.progress import CampaignProgress
 from flows.slots import campaign_slot, held, slot_names
-from flows.states import campaign_state, run_state
+from flows.states import campaign_state, refused_state, run_state
 from flows.status import work_left_s
-from lab.errors import HostUnreachable, LinkDown, NotCompared, RunCancelled, is_transient
+from lab.errors import (
+    HostUnreachable,
+    LinkDown,
+    NotCompared,
+    RunCancelled,
+    SubrunError,
+    is_transient,
+)
 from lab.provision import ProvisionResult
 from submission.history import plot_trends, record
 from submission.index import TreeIndex
@@ -199,6 +206,8 @@ def submission(campaign_file: str | None = None, campaign: Campaign | None = Non
         return state
     except RunCancelled:  # cancelled while waiting for the campaign's slot
         return _cancelled(ctx, watch)
+    except SubrunError as e:  # a refusal the user must act on: its paragraph, no traceback
+        return refused_state(e)
     finally:
         if watch is not None:
             watch.stop()

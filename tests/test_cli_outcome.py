@@ -77,3 +77,27 @@ def test_a_seed_in_a_submission_campaign_is_refused_before_any_host_is_touched(
     assert ("user.conf key '*.Offline.qsl_rng_seed' overrides an official LoadGen setting"
             in seeded.stderr), seeded.stderr
     assert not (tmp_path / "out" / name).exists()  # refused before the campaign began
+
+
+def test_a_placeholder_system_field_refuses_a_submission_campaign_before_any_run(
+        lab_dir: Path, tmp_path: Path) -> None:
+    """Submission mode on h2 whose hosts.yaml says `system_name: TBD`: once the hosts are
+    described, the campaign stops (exit 2) with one error naming the file, the host, the field
+    and the key to set, and no run has started."""
+    inventory = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
+    index = next(i for i, h in enumerate(inventory["hosts"]) if h["name"] == "h2")
+    inventory["hosts"][index]["system"] = {"system_name": "TBD"}
+    hosts_yaml = tmp_path / "hosts.yaml"
+    hosts_yaml.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    name = f"undescribed-{uuid.uuid4().hex[:6]}"
+    path = write_campaign(tmp_path, name, hosts_yaml, ["h2"], accuracy=False)
+    update(path, mode="submission")
+    refused = subrun_run(path, tmp_path)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr, refused.stderr
+    assert "The system description is not ready for a submission" in refused.stderr
+    assert str(hosts_yaml) in refused.stderr, refused.stderr
+    assert (f"host 'h2': system_name is a placeholder ('TBD'); set "
+            f"`hosts[{index}].system.system_name`") in refused.stderr, refused.stderr
+    store = tmp_path / "out" / name / "store"
+    assert not store.exists() or not list(store.rglob("run.json"))  # no run started
