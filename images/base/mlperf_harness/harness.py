@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import faulthandler
 import gc
 import os
 import queue
@@ -63,6 +64,9 @@ def usable_cores() -> int:
 def main(make_backend: Callable[[argparse.Namespace], Backend],
          argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run one LoadGen test with the backend, return the exit status."""
+    # a crash in native code (LoadGen, numpy) prints every thread's Python stack to stderr,
+    # which the run record keeps: a rare segfault after a finished test is found by its frame
+    faulthandler.enable()
     args = parse_args(argv)
     if not os.path.isfile(args.user_conf):
         print(f"harness: {args.user_conf} not found in {os.getcwd()}; the run directory must "
