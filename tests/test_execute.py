@@ -93,8 +93,10 @@ def compliance_check(record: RunRecord) -> Check:
 @pytest.mark.serial  # TEST04 is held to +-10 % of its reference's measurement
 def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Path) -> None:
     """TEST04 in the Server scenario, whose score is the rate LoadGen schedules queries at, so
-    the loads decide the verdict: run at 0.97 x its reference's 1000 QPS it passes; its same
-    logs verified against a reference at 600 QPS are over 10 % faster and fail."""
+    the loads decide the verdict: run at 0.97 x its reference's load it passes; its same logs
+    verified against a reference at 600 QPS are over 10 % faster and fail. The reference asks
+    for 1000 QPS; on a busy machine it may miss its latency bound and pass at the re-run's
+    0.9 x, and TEST04 then follows the load that passed."""
     store = RunStore(tmp_path / "store")
     perf = execute(h2_target, planned(h2_target, Scenario.SERVER, RunKind.PERFORMANCE,
                                       target_qps=1000), store, RULES)
@@ -102,7 +104,10 @@ def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Pat
     test04 = execute(h2_target, planned(h2_target, Scenario.SERVER, RunKind.TEST04,
                                         target_qps=1000),
                      store, RULES, references={RunKind.PERFORMANCE: perf})
-    assert test04.state == "finished" and test04.spec.settings["*.Server.target_qps"] == 970.0
+    reference_qps = perf.spec.settings["*.Server.target_qps"]
+    assert reference_qps == 1000 or (perf.attempt > 1 and reference_qps <= 900), perf.spec
+    assert test04.state == "finished"
+    assert test04.spec.settings["*.Server.target_qps"] == round(0.97 * reference_qps, 3)
     assert "audit.config" in test04.files and "verify_performance.txt" in test04.files
     folder = store.path(test04.key, test04.attempt)
     verification = (folder / "verify_performance.txt").read_text()
