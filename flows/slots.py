@@ -7,17 +7,17 @@ analyzer is a global concurrency limit (`host:<name>`, `analyzer:<name>`, limit 
 first use and visible in the UI), held around every run that uses it; each campaign is one too
 (`campaign:<name>`), held by its flow run, so two flow runs of one campaign (one run store)
 take turns while campaigns on other hosts go on. A holder says who it is (`flows.holders`), so a
-run that waits says whom for. On the ephemeral API (`subrun run` without PREFECT_API_URL) there
-is no server to hold a slot beyond the process, so the controller's own locks (the analyzer's
-flock) stay the only guard there.
+run that waits says whom for. The slots are for visibility and queueing; what keeps two
+controllers off one host, with or without a server, is the lease on the host itself
+(`lab.lease`), taken after the slots by every run in every mode.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from uuid import UUID
 
 from prefect.client.orchestration import get_client
@@ -28,6 +28,8 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPS
 from flows import holders
 from flows.holders import Holder, server_in_use
 from lab.errors import RunCancelled, SubrunError
+from lab.host import Host
+from lab.lease import LeaseHolder, leased
 
 LEASE_S = 300.0  # renewed while the run goes on; lets a slot go when its holder died
 POLL_S = 2.0  # while waiting: how often to ask for the slot again, and to look for a cancel
@@ -75,13 +77,24 @@ def waiting_for(busy: list[str]) -> tuple[str, tuple[object, ...]]:
 
 @contextmanager
 def held(names: list[str], holder: Holder, on_wait: Callable[[str], None],
-         cancelled: threading.Event | None = None) -> Iterator[None]:
-    """Hold every slot in names for the block, waiting as long as it takes, when a server is
-    in use; without one, do nothing. on_wait hears whom the run waits for, again whenever the
-    holder changes; a cancel while waiting raises RunCancelled."""
-    if not server_in_use():
+         cancelled: threading.Event | None = None,
+         leases: Sequence[tuple[Host, str]] = ()) -> Iterator[None]:
+    """Hold every slot in names for the block when a server is in use, then every lease on
+    its target (`lab.lease`: a host, an analyzer's host), with or without a server; wait as
+    long as it takes. on_wait hears whom the run waits for, again whenever the holder
+    changes; a cancel while waiting raises RunCancelled."""
+    with ExitStack() as stack:
+        if names and server_in_use():
+            stack.enter_context(_slots(names, holder, on_wait, cancelled))
+        me = LeaseHolder.here(holder.campaign, holder.run)
+        for host, name in leases:
+            stack.enter_context(leased(host, name, me, on_wait, cancelled))
         yield
-        return
+
+
+@contextmanager
+def _slots(names: list[str], holder: Holder, on_wait: Callable[[str], None],
+           cancelled: threading.Event | None) -> Iterator[None]:
     lease = _acquire(names, holder, on_wait, cancelled)
     try:
         with _renewed(lease):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from bench.assets import verify_assets
 from bench.cancel import cancel_running
@@ -30,6 +30,7 @@ from lab.config import Inventory
 from lab.cores import run_cores, setting_of
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, ConnectionLost, NotCompared
+from lab.host import Host
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
@@ -225,6 +226,24 @@ def run_analyzer(ctx: CampaignContext, planned: PlannedRun) -> str | None:
     if planned.spec.kind is not RunKind.POWER:
         return None
     return ctx.inventory.analyzer_for(planned.spec.host).name
+
+
+class Reaching(Protocol):
+    """A campaign's context as far as leases go: its inventory and its open hosts."""
+
+    inventory: Inventory
+
+    def host(self, name: str) -> Host: ...
+
+
+def host_leases(ctx: Reaching, host: str, power: bool = False) -> list[tuple[Host, str]]:
+    """The leases a run takes on its targets (`lab.lease`): its host, and for a power run
+    its analyzer, on the host the analyzer's daemon runs on."""
+    leases = [(ctx.host(host), "host")]
+    if power:
+        analyzer = ctx.inventory.analyzer_for(host)
+        leases.append((ctx.host(analyzer.host), f"analyzer-{analyzer.name}"))
+    return leases
 
 
 def analyzer_busy(ctx: CampaignContext, planned: PlannedRun) -> str | None:

@@ -108,7 +108,8 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: Images,
     try:
         if ctx.cancelled.is_set():  # start nothing once the campaign is cancelled
             raise RunCancelled(f"{planned.label}: not started, the campaign was cancelled.")
-        with held(names, me, waiting, ctx.cancelled):  # this host (and analyzer), any campaign
+        leases = steps.host_leases(ctx, planned.spec.host, power=bool(names[1:]))
+        with held(names, me, waiting, ctx.cancelled, leases):  # any campaign, controller
             busy = steps.analyzer_busy(ctx, planned)
             if busy:
                 waiting(busy)

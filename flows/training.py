@@ -36,6 +36,7 @@ from flows.holders import Holder, server_in_use
 from flows.outcome import TrainingOutcome
 from flows.progress import CampaignProgress
 from flows.slots import held, slot_names
+from flows.steps import host_leases
 from flows.submission import RETRY, reachable
 from lab.errors import HostUnreachable, RunCancelled
 from submission.history import plot_trends, record_training
@@ -64,7 +65,8 @@ def train_task(ctx: steps.TrainingContext, planned: PlannedRun, images: dict[str
     me = replace(holder, run=planned.label, run_s=planned.estimate_s)
     slots = slot_names(planned.spec.host, None) if hold_host else []
     try:
-        with held(slots, me, waiting, ctx.cancelled) if slots else nullcontext():
+        leases = host_leases(ctx, planned.spec.host) if hold_host else []
+        with held(slots, me, waiting, ctx.cancelled, leases):
             record = steps.run(ctx, planned, images)
     except RunCancelled as e:
         progress.finished(planned.label, "cancelled")
@@ -157,7 +159,7 @@ def _campaign(ctx: steps.TrainingContext) -> TrainingOutcome | None:
         for host in (h for h in hosts if at_once[h] > 1):  # its set holds the whole host
             whole_hosts.enter_context(held(
                 slot_names(host, None), replace(me, run=f"{host}'s training set"),
-                partial(_log_wait, logger, host), ctx.cancelled))
+                partial(_log_wait, logger, host), ctx.cancelled, host_leases(ctx, host)))
         for host in hosts:
             runs = ctx.runs_of(host)
             for lane in range(at_once[host]):  # each lane one run at a time, lanes side by side

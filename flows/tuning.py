@@ -42,7 +42,7 @@ def tune_task(ctx: CampaignContext, host: str, images: Mapping[str, ProvisionRes
             progress.note(f"{label}: {why}", "waiting")
 
         return held(slot_names(host, None), replace(holder, run=f"tuning {label}"), waiting,
-                    ctx.cancelled)
+                    ctx.cancelled, steps.host_leases(ctx, host))
 
     def landed(record: TuningRecord, probe: Probe) -> None:
         line = f"{record.host}/{record.benchmark}/{record.scenario.value}: " \
