@@ -167,8 +167,14 @@ def run_command(campaign: CampaignArg = None,
         raise typer.Exit(1)
 
 
-def status_command(campaign: CampaignArg = None) -> None:
-    """Show each run of a campaign as done, running, failed or pending, and the time left."""
+HostsOpt = Annotated[bool, typer.Option(
+    "--hosts/--no-hosts", help="Also ask each host what the campaign left there (containers, "
+    "processes, run folders) and who holds it now.")]
+
+
+def status_command(campaign: CampaignArg = None, hosts: HostsOpt = True) -> None:
+    """Show each run of a campaign as done, running, failed or pending, the time left, and
+    what the campaign left on its hosts."""
     from flows.cli_training import is_training, status_training
 
     if campaign is not None and is_training(campaign):  # `kind: training` in the file
@@ -197,3 +203,22 @@ def status_command(campaign: CampaignArg = None) -> None:
               + f"; about {duration(eta_s(ctx.plan, statuses, waits))} left.")
     for note in wait_notes(held):
         out.print(f"[yellow]wait:[/] {shown(note)}", highlight=False)
+    if hosts:
+        _print_leftovers(ctx)
+
+
+def _print_leftovers(ctx: CampaignContext) -> None:
+    """One line per host: what the campaign left there and who holds the host, or why the
+    host was not reached."""
+    from bench.leftovers import leftovers
+    from lab.errors import SubrunError
+
+    for name in ctx.plan.hosts():
+        try:
+            found = leftovers(ctx.host(name), ctx.campaign.name)
+        except SubrunError as e:
+            out.print(f"[yellow]host[/] {shown(f'{name}: not reached: {e}')}", highlight=False)
+            continue
+        style = "green" if found.empty else "yellow"
+        out.print(f"[{style}]host[/] {shown(found.line())}", highlight=False)
+    ctx.close()

@@ -64,7 +64,8 @@ def check_ready(ctx: CampaignContext) -> str:
     for name in ctx.plan.hosts():  # a pinned core the host lacks is refused before any run
         config = ctx.inventory.host(name)
         if setting_of(config)[0] is not None:
-            run_cores(ctx.host(name), config, source=ctx.campaign.inventory)
+            through_cuts(lambda: run_cores(ctx.host(name), config,  # noqa: B023 - called now
+                                           source=ctx.campaign.inventory))
     if ctx.campaign.power and not ctx.inventory.analyzers:
         raise ConfigError(f"{ctx.campaign.inventory}: the campaign asks for power runs but "
                           "`analyzers:` is empty; add one (resource: sim for the simulator).")

@@ -196,7 +196,7 @@ def try_take(host: Host, name: str, holder: LeaseHolder, bound_s: int = BOUND_S)
     if answer == "held":
         return Lease(host, folder, token)
     if answer == "busy":
-        return Busy(_holder(lines[1:]))
+        return Busy(parse_holder("\n".join(lines[1:])))
     what = {"noflock": "has no `flock` (util-linux, or busybox's)",
             "silent": f"did not answer within {ANSWER_S:.0f} s"}.get(answer, f"said {answer!r}")
     raise RunError(f"On host '{host.name}', the lease {folder} could not be taken: the host "
@@ -220,9 +220,10 @@ def may_take_over(found: LeaseHolder | None, me: LeaseHolder) -> bool:
     return mine or found.process_gone()
 
 
-def _holder(lines: list[str]) -> LeaseHolder | None:
+def parse_holder(text: str) -> LeaseHolder | None:
+    """The holder a lease's record names; None when it cannot be read (being written)."""
     try:
-        return LeaseHolder(**json.loads("\n".join(lines)))
+        return LeaseHolder(**json.loads(text))
     except (ValueError, TypeError):
         return None
 

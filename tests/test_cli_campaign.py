@@ -73,6 +73,7 @@ def test_status_before_any_run_is_all_pending(tmp_path: Path) -> None:
     result = invoke("status", str(path))
     assert result.exit_code == 0, result.output
     assert "0 done, 0 failed, 0 running, 4 pending" in result.output
+    assert "host local: nothing of the campaign left" in result.output
 
 
 @pytest.mark.parametrize("content", ["", "{\"key\": \"trunc", "[]"])

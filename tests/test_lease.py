@@ -4,6 +4,7 @@ campaign's work still runs. On the real part: `flock`, `setsid` and processes on
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -87,7 +88,7 @@ def test_leases_taken_in_a_race_never_overlap(host: LocalHost) -> None:
         t.join(timeout=60)
     assert len(intervals) == 3
     ordered = sorted(intervals)
-    assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:], strict=False)), ordered
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ordered)), ordered
     assert any("is held by campaign 'c" in w for w in waits), waits
 
 
@@ -127,3 +128,28 @@ def test_the_same_campaign_started_again_takes_over_its_dead_controllers_lease_a
     with leased(host, "host", LeaseHolder.here("mine", "r1"), waits.append):
         assert time.monotonic() - start < 5
     assert waits == []
+
+
+def test_leftovers_name_what_a_campaign_left_on_a_host_and_who_holds_it(
+        host: LocalHost) -> None:
+    from bench.leftovers import leftovers
+
+    assert leftovers(host, "camp").line() == "t1: nothing of the campaign left"
+    work = Path(host.work_dir)
+    (work / "runs" / "camp-h-digits-offline-a1").mkdir(parents=True)
+    (work / "runs" / "other-h-digits-offline-a1").mkdir(parents=True)
+    sleeper = host.start_detached(["sleep", "30"], name="subrun-camp-h-digits-offline-a2")
+    lease = try_take(host, "host", LeaseHolder.here("camp", "h/digits/Offline/performance"))
+    assert isinstance(lease, Lease)
+    try:
+        found = leftovers(host, "camp")
+    finally:
+        host.stop_detached(sleeper, signal="KILL", reach="group")
+        lease.release()
+    assert (found.processes, found.folders) == (("subrun-camp-h-digits-offline-a2 (running)",),
+                                                ("camp-h-digits-offline-a1",))
+    assert not found.empty and found.lease is not None
+    assert found.line().startswith(
+        "t1: left: 1 process (subrun-camp-h-digits-offline-a2 (running)); 1 run folder "
+        "(camp-h-digits-offline-a1); the host is held by campaign 'camp', run "
+        "h/digits/Offline/performance"), found.line()

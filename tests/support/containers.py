@@ -21,3 +21,15 @@ def containers_on(inventory: Inventory, host: str, campaign: str) -> list[str]:
         return campaign_containers(connection, campaign)
     finally:
         connection.close()
+
+
+def left_on(inventory: Inventory, host: str, campaign: str) -> list[str]:
+    """Every container of the campaign on host, running or exited (`docker ps --all`): what a
+    campaign that ended must not leave behind."""
+    connection = open_host(inventory.host(host))
+    try:
+        return connection.run(["docker", "ps", "--all", "--filter",
+                               f"label=org.subrun.campaign={campaign}", "--format",
+                               "{{.Names}} {{.Status}}"], timeout_s=60).stdout.splitlines()
+    finally:
+        connection.close()
