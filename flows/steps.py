@@ -17,7 +17,7 @@ from bench.loadgen_build import require_loadgen_round
 from bench.native import provision as provision_native
 from bench.plan import PlannedRun
 from bench.plan_record import Comparison, compare, read_plan
-from bench.run import Mode, RunKind, RunRecord
+from bench.run import Mode, RunKind, RunRecord, RunState
 from bench.settle import TargetSet, settle
 from bench.target import RunTarget
 from bench.tuning_record import TuningKey, TuningRecord
@@ -275,6 +275,26 @@ def _references(ctx: CampaignContext, planned: PlannedRun) -> dict[RunKind, RunR
             if record is not None:
                 found[other.spec.kind] = record
     return found
+
+
+def left_running(ctx: CampaignContext, runs: list[PlannedRun]) -> list[PlannedRun]:
+    """The runs whose latest attempt the store still holds as running once every task has
+    ended: a task that failed while its container or process went on (or a compliance set's
+    re-run cut inside another run's task). They are reattached and collected before the
+    campaign ends, so none ends without its verdict."""
+    return [p for p in runs
+            if (r := ctx.store.latest(p.spec.key)) is not None and r.state == RunState.RUNNING]
+
+
+def still_on_host(ctx: CampaignContext, label: str) -> str:
+    """For a run not run because its host was given up: a sentence naming its attempt still
+    running there (the next start of the campaign reattaches and collects it), else ""."""
+    planned = next((p for p in ctx.plan.runs if p.label == label), None)
+    record = ctx.store.latest(planned.spec.key) if planned else None
+    if record is None or record.state != RunState.RUNNING:
+        return ""
+    return (f" Its attempt {record.attempt} was left running on host '{record.spec.host}'; "
+            "the next start of the campaign collects and judges it.")
 
 
 def final_outcome(ctx: CampaignContext, planned: PlannedRun) -> RunOutcome | None:

@@ -263,20 +263,19 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     for problem in steps.check_systems(ctx, list(descriptions.values())):
         logger.warning("system description: %s", problem)
     progress = CampaignProgress(len(ctx.plan.runs), f"Runs of campaign {ctx.campaign.name}")
-    futures: list[PrefectFuture[RunOutcome]] = []
-    submitted: list[PlannedRun] = []
-    for host in hosts:
-        previous: PrefectFuture[RunOutcome] | None = None
-        for planned in ctx.plan.for_host(host):
-            # one run at a time per host; a failed run does not stop the host's next ones
-            previous = run_task.submit(quote(ctx), planned, quote(images[host]), quote(progress),
-                                       quote(me),
-                                       wait_for=[allow_failure(previous)] if previous else [])
-            futures.append(previous)
-            submitted.append(planned)
-    wait(futures)
+    submitted = [p for h in hosts for p in ctx.plan.for_host(h)]
+    futures = _run_all(ctx, submitted, images, progress, me)
     if ctx.cancelled.is_set():
         return None
+    stragglers = steps.left_running(ctx, submitted)
+    if stragglers:  # their tasks ended while they ran on: reattach, collect and judge them
+        logger.warning("runs still running on their hosts after their tasks ended, reattached "
+                       "now: %s", ", ".join(p.label for p in stragglers))
+        again = dict(zip((p.label for p in stragglers),
+                         _run_all(ctx, stragglers, images, progress, me), strict=True))
+        futures = [again.get(p.label, f) for p, f in zip(submitted, futures, strict=True)]
+        if ctx.cancelled.is_set():
+            return None
     # a run that ended holds its outcome (Completed or Failed); its final word is the store's,
     # since settling a compliance set may have measured or re-verified it after its task
     ended = [p for p, f in zip(submitted, futures, strict=True)
@@ -286,6 +285,7 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     not_run = {p.label: str(f.state.result(raise_on_failure=False))
                for p, f in zip(submitted, futures, strict=True) if p.label not in finished}
     not_run |= {p.label: why for h, why in given_up.items() for p in ctx.plan.for_host(h)}
+    not_run = {label: why + steps.still_on_host(ctx, label) for label, why in not_run.items()}
     create_table_artifact([o.__dict__ for o in outcomes], key="campaign-runs",
                           description="Every run of the campaign and its verdict")
     index = assemble_task(quote(ctx), quote(descriptions))  # type: ignore[call-overload]
@@ -309,6 +309,23 @@ def _campaign(ctx: CampaignContext, track_history: bool, me: Holder
     logger.info("campaign %s: %s/%s runs passed; tree %s; report %s", ctx.campaign.name,
                 outcome.passed, outcome.runs, outcome.tree, outcome.report)
     return outcome
+
+
+def _run_all(ctx: CampaignContext, runs: list[PlannedRun], images: dict[str, Images],
+             progress: CampaignProgress, me: Holder) -> list[PrefectFuture[RunOutcome]]:
+    """Run the runs, one at a time per host, hosts side by side (a failed run does not stop
+    its host's next ones); return their futures, in order, once all have ended."""
+    futures: list[PrefectFuture[RunOutcome]] = []
+    previous: dict[str, PrefectFuture[RunOutcome]] = {}
+    for planned in runs:
+        host = planned.spec.host
+        before = previous.get(host)
+        previous[host] = run_task.submit(quote(ctx), planned, quote(images[host]),
+                                         quote(progress), quote(me),
+                                         wait_for=[allow_failure(before)] if before else [])
+        futures.append(previous[host])
+    wait(futures)
+    return futures
 
 
 def reachable(futures: dict[str, PrefectFuture[T]], given_up: dict[str, str]

@@ -169,6 +169,9 @@ def test_a_host_gone_for_its_whole_budget_is_given_up_and_the_others_finish(
     assert len(h3) == 2 and all(r.state == "finished" for r in h3)
     (h2,) = [r for r in store.runs() if r.spec.host == "h2"]
     assert h2.state == "running"  # its container may still run: the next start reattaches
+    assert reasons[h2.spec.label].endswith(
+        f"Its attempt {h2.attempt} was left running on host 'h2'; the next start of the "
+        "campaign collects and judges it."), reasons
     config = lab_inventory.host("h2")
     target = RunTarget(open_host(config), config, load_manifest("digits"), "", "",
                        campaign=load_campaign(path).name)
