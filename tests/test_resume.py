@@ -1,6 +1,8 @@
 """Resume on the real lab: `subrun run` is killed (SIGKILL to its whole process group, ephemeral
 Prefect server included) while a run's container is going on a target; started again, it
-repeats no finished run, reattaches the running one, collects it, and finishes the campaign.
+repeats no finished run, reattaches the run whose container ended while no controller watched,
+collects and judges it once, and finishes the campaign; `subrun status` names the container
+left on its host before, and nothing after.
 The kill may also catch another host between opening an attempt and starting its container;
 that attempt is recorded lost (it never ran) and its run started once, as the next attempt."""
 
@@ -95,13 +97,15 @@ def kill_when_in_flight(proc: subprocess.Popen[bytes], store: RunStore,
     pytest.fail(f"no run was in flight within 240 s:\n{log.read_text()[-3000:]}")
 
 
-def status_counts(campaign: Path, env: dict[str, str]) -> dict[str, int]:
-    """`subrun status` as counts per state (done, failed, running, pending)."""
+def status_of(campaign: Path, env: dict[str, str]) -> tuple[dict[str, int], list[str]]:
+    """`subrun status` as counts per state (done, failed, running, pending), and its lines
+    on what the campaign left on each host."""
     shown = subprocess.run([str(SUBRUN), "status", str(campaign)], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    return {state: int(n) for n, state in re.findall(r"(\d+) (done|failed|running|pending)",
-                                                     shown.stdout)}
+    counts = {state: int(n) for n, state in re.findall(r"(\d+) (done|failed|running|pending)",
+                                                       shown.stdout)}
+    return counts, [line for line in shown.stdout.splitlines() if line.startswith("host ")]
 
 
 def test_killed_campaign_resumes_without_repeating_a_run(
@@ -117,7 +121,14 @@ def test_killed_campaign_resumes_without_repeating_a_run(
         named = {h: replace(t, campaign=name) for h, t in targets.items()}  # run ids carry it
         caught = kill_when_in_flight(first, store, named, log)
     done_before = {r.key: r for r in store.runs() if r.state == "finished"}
-    assert status_counts(path, env)["running"] >= 1
+    counts, hosts = status_of(path, env)
+    assert counts["running"] >= 1
+    left = f"host {caught.spec.host}: left: 1 container (subrun-{caught.id.name(name)} "
+    assert any(line.startswith(left) for line in hosts), hosts
+    target = named[caught.spec.host]  # its container ends while no controller watches
+    running = remote.find(target, caught)
+    assert running is not None
+    assert not remote.wait(target, running, 120).running
 
     again = subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=300)
@@ -138,4 +149,8 @@ def test_killed_campaign_resumes_without_repeating_a_run(
     assert remote.find(targets[caught.spec.host], caught) is None  # and cleaned up
     for key, before in done_before.items():
         assert store.latest(key) == before  # finished runs untouched
-    assert status_counts(path, env) == {"done": 4, "failed": 0, "running": 0, "pending": 0}
+    counts, hosts = status_of(path, env)
+    assert counts == {"done": 4, "failed": 0, "running": 0, "pending": 0}
+    assert len(hosts) == len(HOSTS) and all(  # another test's campaign may hold a host now
+        line.startswith(f"host {h}: nothing of the campaign left")
+        for h, line in zip(HOSTS, hosts, strict=True)), hosts
