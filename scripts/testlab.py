@@ -330,6 +330,7 @@ def wait_for(check, timeout_s: float, what: str) -> None:  # type: ignore[no-unt
 
 def down() -> None:
     stop_detached()
+    stop_leases()
     for pid_path in sorted((LAB / "pids").glob("*.pid")):
         name = pid_path.stem
         pid = recorded_pid(name)
@@ -344,16 +345,37 @@ def down() -> None:
         pid_path.unlink(missing_ok=True)
 
 
-def detached_folders() -> list[Path]:
-    """The folders of the detached processes (runs, power daemons) started on the lab's hosts
-    and on the embedded default's host (`make demo`), each holding `pid` and `start`."""
+def work_dirs() -> list[Path]:
+    """The work_dir of the lab's hosts and of the embedded default's host (`make demo`)."""
     roots = [LAB / "hosts" / h for h in ("local", *SSH_HOSTS)]
     default = ROOT / "hosts.yaml"
     if default.exists():
         roots += [Path(line.split(":", 1)[1].strip().strip("'\""))
                   for line in default.read_text().splitlines()
                   if line.strip().startswith("work_dir:")]
-    return [f for root in roots for f in sorted((root / "detached").glob("*")) if f.is_dir()]
+    return roots
+
+
+def detached_folders() -> list[Path]:
+    """The folders of the detached processes (runs, power daemons) started on the lab's hosts,
+    each holding `pid` and `start`."""
+    return [f for root in work_dirs() for f in sorted((root / "detached").glob("*"))
+            if f.is_dir()]
+
+
+def stop_leases() -> None:
+    """Let go of the host leases (lab.lease) held on the lab: a holder whose controller died
+    would lapse by itself within its bound; the lab going down ends it now. Only a process
+    whose command line names the lease's folder is signalled."""
+    for pid_path in (p for root in work_dirs() for p in root.glob("leases/*/pid")):
+        try:
+            pid = int(pid_path.read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if str(pid_path.parent).encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
+            print(f"testlab: let go of lease {pid_path.parent} (pid {pid})")
 
 
 def started_at(pid: int) -> str | None:
