@@ -141,9 +141,10 @@ def loadgen_window(detail: DetailLog) -> tuple[datetime, float]:
     return start - timedelta(hours=skew_h), span_s  # a target whose clock is not UTC
 
 
-def attempts(store: RunStore, started: float, containers: dict[str, dict[str, float]]
-             ) -> list[Attempt]:
-    """Every attempt in the store that ran LoadGen, its times relative to the process start."""
+def attempts(store: RunStore, campaign: str, started: float,
+             containers: dict[str, dict[str, float]]) -> list[Attempt]:
+    """Every attempt in the store that ran LoadGen, its times relative to the process start
+    (its container found by the name the campaign gave it, `subrun-<campaign>-<key>-a<n>`)."""
     origin = datetime.fromtimestamp(started, UTC)
     found = []
     keys = store.keys()
@@ -152,7 +153,8 @@ def attempts(store: RunStore, started: float, containers: dict[str, dict[str, fl
             detail = locate_logs(store.path(key, record.attempt)) / "mlperf_log_detail.txt"
             if detail.is_file():
                 found.append(_attempt(record, read_detail(detail), origin, started,
-                                      containers.get(f"subrun-{key}-a{record.attempt}", {})))
+                                      containers.get(f"subrun-{record.id.name(campaign)}",
+                                                     {})))
     return sorted(found, key=lambda a: a.started_s)
 
 
@@ -309,7 +311,8 @@ def main() -> None:
           f"{args.seconds:g} s{', with accuracy runs' if args.accuracy else ''} ...", flush=True)
     started, wall_s = subrun_run(timed, prefect_home, work / "timed.log")
     containers = container_events(args.hosts, timed.stem, started, started + wall_s)
-    runs = attempts(RunStore(load_campaign(timed).paths.store), started, containers)
+    runs = attempts(RunStore(load_campaign(timed).paths.store), timed.stem, started,
+                    containers)
     summed = print_hosts(runs, wall_s)
     print_runs(runs)
     print_breakdown(runs, log_events(work / "timed.log", started), wall_s)
