@@ -85,13 +85,17 @@ rm -f "$d/answer.$t"
 
 RENEW = r"""[ -e "$1/beat.$2" ] && touch "$1/beat.$2" && echo ok || echo lost"""
 
-# RELEASE d token: end our holder now (only while the pid is still the holder of d)
+# RELEASE d token: end our holder now (only while the pid is still the holder of d), and
+# return once it has let go, so that the host's next run takes the lease at its first try
 RELEASE = r"""
 d=$1; t=$2
 [ -e "$d/beat.$t" ] || exit 0
 rm -f "$d/beat.$t"
 p=$(cat "$d/pid" 2>/dev/null)
-[ -n "$p" ] && tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "$t" && kill -TERM "$p"
+[ -n "$p" ] && tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "$t" || exit 0
+kill -TERM "$p"
+i=0
+while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
 exit 0
 """
 

@@ -65,8 +65,8 @@ def test_a_second_taker_is_told_who_holds_the_host_and_takes_it_once_released(
     assert "campaign 'nightly', run h/digits/Offline/performance" in second.holder.describe()
     assert first.renew()
     first.release()
-    lease, waited = taken_within(host, LeaseHolder.here("adhoc", "r"), 5)
-    assert waited < 2  # released at once, not at the holder's next check
+    lease = try_take(host, "host", LeaseHolder.here("adhoc", "r"))  # let go before release returns
+    assert isinstance(lease, Lease), lease
     lease.release()
 
 
