@@ -346,8 +346,10 @@ def down() -> None:
 
 
 def work_dirs() -> list[Path]:
-    """The work_dir of the lab's hosts and of the embedded default's host (`make demo`)."""
+    """The work_dir of the lab's hosts (and of each test worker's lane of them, a folder
+    `gw<N>` inside) and of the embedded default's host (`make demo`)."""
     roots = [LAB / "hosts" / h for h in ("local", *SSH_HOSTS)]
+    roots += [lane for root in roots for lane in sorted(root.glob("gw*")) if lane.is_dir()]
     default = ROOT / "hosts.yaml"
     if default.exists():
         roots += [Path(line.split(":", 1)[1].strip().strip("'\""))

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab.config import HostConfig, Inventory, load_inventory
 from lab.errors import SubrunError
@@ -143,18 +144,35 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def lab_dir() -> Path:
-    return LAB
+def lab_dir(request: pytest.FixtureRequest) -> Path:
+    """The test lab as this test process sees it. Each pytest-xdist worker is a lane of its
+    own: its SSH hosts keep their work_dir in a folder of the lane's (`<work_dir>/<worker>`),
+    so the host leases (lab.lease) of one worker's campaigns never make another worker's
+    wait, as two labs on one machine would not; runs, images and cores are the lab's, shared
+    as before. Tests of the leases run their campaigns within one test, on one lane."""
+    worker = getattr(request.config, "workerinput", {}).get("workerid")
+    if worker is None or not (LAB / "hosts.yaml").exists():
+        return LAB
+    lane = LAB / "lanes" / worker
+    lane.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_load((LAB / "hosts.yaml").read_text())
+    for host in data["hosts"]:
+        if host.get("transport", "ssh") == "ssh":
+            host["work_dir"] = f"{host['work_dir']}/{worker}"
+    (lane / "hosts.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    if not (lane / "ssh").exists():
+        (lane / "ssh").symlink_to(LAB / "ssh")
+    return lane
 
 
 @pytest.fixture(scope="session")
-def lab_inventory() -> Inventory:
-    """The test lab's inventory; a missing lab is an error, never a silent skip."""
-    path = LAB / "hosts.yaml"
-    if not path.exists():
-        pytest.fail(f"The test lab is not up ({path} missing): run "
+def lab_inventory(lab_dir: Path) -> Inventory:
+    """The test lab's inventory (this worker's lane); a missing lab is an error, never a
+    silent skip."""
+    if not (LAB / "hosts.yaml").exists():
+        pytest.fail(f"The test lab is not up ({LAB / 'hosts.yaml'} missing): run "
                     "`python3 scripts/testlab.py up` or `make test`.")
-    return load_inventory(path)
+    return load_inventory(lab_dir / "hosts.yaml")
 
 
 @pytest.fixture(scope="session")
