@@ -64,8 +64,9 @@ _DAEMONS_BEFORE = pytest.StashKey[set[Detached]]()
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark by what a test uses, so `make quick` (not lab, not slow) needs neither the lab nor
-    a Prefect server, whatever its module says. Each module is one pytest-xdist group: its
-    tests share module fixtures (a served Prefect API, a campaign's store) on one worker."""
+    a Prefect server, whatever its module says. Each module is marked as one pytest-xdist
+    group, but pytest 9.2 with pytest-xdist 3.8 does not keep a group on one worker
+    (pytest-dev/pytest-xdist#1386): no test may rely on sharing a worker with another."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     # stable: the order is kept within a module
     items.sort(key=lambda item: (item.name in LAST, rank.get(item.path.stem, len(rank))))
