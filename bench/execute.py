@@ -66,16 +66,20 @@ def execute(target: RunTarget, planned: PlannedRun, store: RunStore, rules: Roun
     options = options or ExecuteOptions()
     timeout_s = max(options.min_timeout_s, planned.estimate_s * options.timeout_factor)
     latest = store.latest(planned.spec.key)
+    again: RunSpec | None = None  # a measurement asked for once more, with this spec
     if options.again and latest is not None and latest.state != RunState.RUNNING:
         if not may_measure_again(store.attempts(latest.key), options.max_reruns):
             return latest
-        spec = compared_spec(planned, references) if planned.spec.kind.is_compliance \
-            else (store.standing(latest.key) or latest).spec
-        latest = _new_attempt(target, spec, latest.key, store, rules, references, timeout_s)
+        again = (compared_spec(planned, references) if planned.spec.kind.is_compliance
+                 else (store.standing(latest.key) or latest).spec)
     cuts = 0
     while True:
         try:
-            if latest is None:
+            if again is not None:  # inside the loop: a cut in it is reattached like any
+                spec, again = again, None
+                latest = _new_attempt(target, spec, planned.spec.key, store, rules, references,
+                                      timeout_s)
+            elif latest is None:
                 latest = _new_attempt(target, compared_spec(planned, references),
                                       planned.spec.key, store, rules, references, timeout_s)
             elif latest.state == RunState.RUNNING:

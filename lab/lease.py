@@ -36,7 +36,7 @@ from pathlib import PurePosixPath
 
 import psutil
 
-from lab.errors import ConnectionLost, RunCancelled, RunError
+from lab.errors import ConnectionLost, RunCancelled, RunError, SubrunError
 from lab.host import Host
 
 BOUND_S = 45  # no beat for this long, and nothing of its campaign running: the lease lapses
@@ -44,6 +44,7 @@ RENEW_S = 5.0  # how often the taker touches its beat
 CHECK_S = 2  # how often the holder looks at its beat
 ANSWER_S = 20.0  # how long a taker waits for its holder to answer held or busy
 POLL_S = 2.0  # while waiting: how often to try again, and to look for a cancel
+RELEASE_TRIES = 5  # a release cut by the link is sent again (the next command reconnects)
 log = logging.getLogger("subrun.lease")
 
 # HOLD d token bound watch info: take the lock or answer busy (with the holder's record), then
@@ -216,11 +217,11 @@ def take_over(host: Host, name: str) -> None:
 def may_take_over(found: LeaseHolder | None, me: LeaseHolder) -> bool:
     """A lease held for my own campaign by a controller process that has ended (I run that
     campaign again and reattach to its runs, so waiting out the bound would only cost time),
-    or by me for this very run (a link cut took my answer away after the holder took it)."""
+    or by this very process for this campaign: a link cut took away the answer of a take, or
+    the release of an earlier run (a process runs a campaign's runs on a host one at a time)."""
     if found is None or found.campaign != me.campaign:
         return False
-    mine = (found.controller, found.pid, found.started, found.run) == \
-        (me.controller, me.pid, me.started, me.run)
+    mine = (found.controller, found.pid, found.started) == (me.controller, me.pid, me.started)
     return mine or found.process_gone()
 
 
@@ -248,11 +249,24 @@ def leased(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str], 
     finally:
         stop.set()
         renewer.join(timeout=30)
+        _release(lease, name)
+
+
+def _release(lease: Lease, name: str) -> None:
+    """Release through a few link cuts (the next command reconnects); a lease that cannot be
+    released lapses by itself after BOUND_S."""
+    for tries_left in range(RELEASE_TRIES - 1, -1, -1):
         try:
             lease.release()
-        except (ConnectionLost, RunError) as e:  # it lapses by itself after BOUND_S
+            return
+        except ConnectionLost as e:
+            if tries_left == 0:
+                log.warning("host '%s': could not release lease %s (%s); it lapses within "
+                            "%d s.", lease.host.name, name, e, BOUND_S)
+        except SubrunError as e:  # the host given up, a link down: the lease lapses
             log.warning("host '%s': could not release lease %s (%s); it lapses within %d s.",
-                        host.name, name, e, BOUND_S)
+                        lease.host.name, name, e, BOUND_S)
+            return
 
 
 def _wait_for(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str], None],
@@ -292,5 +306,5 @@ def _renew(lease: Lease, stop: threading.Event) -> None:
                             "the campaign running); another campaign may take the host.",
                             lease.host.name, lease.folder, BOUND_S)
                 return
-        except (ConnectionLost, RunError) as e:
+        except SubrunError as e:  # a cut, a link down: tried again at the next beat
             log.debug("host '%s': lease not renewed this time: %s", lease.host.name, e)

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,10 @@ def done_exactly_once(store: RunStore) -> None:
 def test_ssh_cut_every_few_seconds_still_runs_everything_once(
         prefect_api: None, lab_inventory: Inventory, proxies: dict[str, LinkProxy],
         tmp_path: Path) -> None:
+    """Cuts from pre-flight to clean-up through every run, compliance tests included: every
+    run ends with its own verdict (a compliance test's may fail its timing comparison on the
+    busy parallel lab, never for the link), none is "not run", no cut spends a Prefect retry,
+    no attempt is left running and no container of the campaign is left on either host."""
     from flows.submission import submission
 
     inventory = proxied_inventory(lab_inventory, proxies, tmp_path)
@@ -73,17 +78,58 @@ def test_ssh_cut_every_few_seconds_still_runs_everything_once(
     thread = threading.Thread(target=cutter, daemon=True)
     thread.start()
     try:
-        summary = submission(campaign_file=str(path))
+        state = submission(campaign_file=str(path), return_state=True)
     finally:
         stop.set()
         thread.join()
+    summary = state.result(raise_on_failure=False)
     # per host: performance, accuracy, and resnet50's compliance tests TEST01 and TEST04
-    assert summary.runs == 8 and summary.passed == 8, summary
-    assert summary.precheck.startswith("prechecks passed"), summary.precheck
-    assert Path(summary.tarball).is_file()  # the tree was assembled
+    assert summary.runs == 8 and summary.not_run == 0, summary
+    assert all(line.split(": ")[0].split("/")[-1].startswith("TEST0") and "TEST FAIL" in line
+               for line in summary.failed), summary.failed  # timing, never the link
     assert all(p.cuts > 3 for p in proxies.values()), {h: p.cuts for h, p in proxies.items()}
-    done_exactly_once(RunStore(load_campaign(path).paths.store))
+    store = RunStore(load_campaign(path).paths.store)
+    keys = store.keys()
+    for key in keys:
+        for attempt in store.attempts(key):
+            assert attempt.state in ("finished", "lost"), attempt
+            assert attempt.state == "lost" or attempt.verdict is not None, attempt
+            assert attempt.state == "finished" or not attempt.files, attempt  # lost: never ran
+    for host in HOSTS:
+        run = f"{host}/digits/SingleStream"
+        (done,) = [a for a in store.attempts(_key(store, f"{run}/accuracy"))
+                   if a.state == "finished"]  # judged by itself: done exactly once
+        assert done.verdict is not None and done.verdict.passed, done
+        measured = [a for a in store.attempts(_key(store, f"{run}/performance"))
+                    if a.state == "finished"]
+        assert any(a.verdict is not None and a.verdict.passed for a in measured), measured
+        failed_tests = [a for t in ("TEST01", "TEST04")
+                        for a in store.attempts(_key(store, f"{run}/{t}"))
+                        if a.verdict is not None and not a.verdict.passed]
+        # measured again only when a compliance test failed against it (bench.settle)
+        assert len(measured) == 1 or failed_tests, measured
+    assert max(_task_run_counts(state).values()) == 1, _task_run_counts(state)
     assert {h: left_on(lab_inventory, h, name) for h in HOSTS} == {h: [] for h in HOSTS}
+    if summary.passed == summary.runs:
+        assert summary.precheck.startswith("prechecks passed"), summary.precheck
+        assert Path(summary.tarball).is_file()  # the tree was assembled
+
+
+def _key(store: RunStore, label: str) -> str:
+    keys = store.keys()
+    (key,) = [k for k in keys if store.attempts(k)[0].spec.label == label]
+    return key
+
+
+def _task_run_counts(state: Any) -> dict[str, int]:
+    """How many times each run's task ran (1: no retry) in the flow run of state."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    return {t.name: t.run_count for t in runs if t.name.startswith(tuple(HOSTS))}
 
 
 def test_link_down_past_the_reconnection_window_is_retried_by_prefect(
