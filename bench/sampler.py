@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from lab.cuts import through_cuts
 from lab.errors import SubrunError, TransferFailed
 from lab.host import Host
 
@@ -185,12 +186,20 @@ def fetch(host: Host, rid: str, local_dir: Path) -> bool:
     return True
 
 
+REMOVE_TRIES = 3  # a removal cut by the link is done again (the next command reconnects)
+
+
 def remove(host: Host, rid: str) -> None:
-    """Stop rid's sampler if it still runs and remove its state folder (after collection)."""
+    """Stop rid's sampler if it still runs and remove its state folder (after collection),
+    through a few link cuts: a folder left behind would show in `subrun status`."""
     try:
-        found = host.find_detached(process_name(rid))
-        if found is not None and host.poll_detached(found).running:
-            host.stop_detached(found, signal="KILL", reach="group")
-        host.run(["rm", "-rf", host.detached_dir(process_name(rid))], timeout_s=60)
+        through_cuts(lambda: _remove(host, rid), REMOVE_TRIES)
     except SubrunError as e:  # a leftover sampler ends by itself with its run
         log.warning("host '%s', run %s: telemetry sampler not removed: %s", host.name, rid, e)
+
+
+def _remove(host: Host, rid: str) -> None:
+    found = host.find_detached(process_name(rid))
+    if found is not None and host.poll_detached(found).running:
+        host.stop_detached(found, signal="KILL", reach="group")
+    host.run(["rm", "-rf", host.detached_dir(process_name(rid))], timeout_s=60)

@@ -5,10 +5,9 @@ The flow in `flows/submission.py` wraps each in a task; tests can call them dire
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from bench.assets import verify_assets
 from bench.cancel import cancel_running
@@ -28,8 +27,9 @@ from flows.context import CampaignContext
 from flows.outcome import RunOutcome
 from lab.config import Inventory
 from lab.cores import run_cores, setting_of
+from lab.cuts import through_cuts
 from lab.docker import Engine
-from lab.errors import ConfigError, ConnectError, ConnectionLost, NotCompared
+from lab.errors import ConfigError, ConnectError, NotCompared
 from lab.host import Host
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
@@ -50,9 +50,6 @@ from submission.sources import (
     tree_request,
 )
 from submission.tarball import Tarball, pack
-
-T = TypeVar("T")
-log = logging.getLogger("subrun.steps")
 
 
 def check_ready(ctx: CampaignContext) -> str:
@@ -95,20 +92,6 @@ def controller_engine(inventory: Inventory, inventory_file: Path) -> Engine:
         raise ConfigError(f"{inventory_file}: shipping images needs a host with "
                           "`transport: local` (the controller) and its Docker engine.")
     return Engine(open_host(local), local.docker)
-
-
-MAX_CUTS = 20  # cuts one idempotent step absorbs; the host's outage budget bounds a long outage
-
-
-def through_cuts(step: Callable[[], T]) -> T:
-    """Call an idempotent step again when a dropped link cut one of its commands (the next
-    command reconnects, within the host's outage budget), instead of failing the task."""
-    for _ in range(MAX_CUTS):
-        try:
-            return step()
-        except ConnectionLost as e:
-            log.warning("%s Doing it again.", e)
-    return step()
 
 
 def provision_host(ctx: CampaignContext, host: str) -> dict[str, ProvisionResult]:

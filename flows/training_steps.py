@@ -28,8 +28,9 @@ from collectors import cpu
 from collectors.describe import describe_host
 from collectors.training_system import training_system
 from flows.context import HostConnections
-from flows.steps import controller_engine, through_cuts
+from flows.steps import controller_engine
 from lab.config import Inventory, load_inventory
+from lab.cuts import through_cuts
 from lab.docker import Engine
 from lab.errors import ConfigError
 from lab.host import Host

@@ -36,6 +36,7 @@ from pathlib import PurePosixPath
 
 import psutil
 
+from lab.cuts import through_cuts
 from lab.errors import ConnectionLost, RunCancelled, RunError, SubrunError
 from lab.host import Host
 
@@ -253,20 +254,13 @@ def leased(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str], 
 
 
 def _release(lease: Lease, name: str) -> None:
-    """Release through a few link cuts (the next command reconnects); a lease that cannot be
+    """Release through a few link cuts (releasing twice is harmless); a lease that cannot be
     released lapses by itself after BOUND_S."""
-    for tries_left in range(RELEASE_TRIES - 1, -1, -1):
-        try:
-            lease.release()
-            return
-        except ConnectionLost as e:
-            if tries_left == 0:
-                log.warning("host '%s': could not release lease %s (%s); it lapses within "
-                            "%d s.", lease.host.name, name, e, BOUND_S)
-        except SubrunError as e:  # the host given up, a link down: the lease lapses
-            log.warning("host '%s': could not release lease %s (%s); it lapses within %d s.",
-                        lease.host.name, name, e, BOUND_S)
-            return
+    try:
+        through_cuts(lease.release, RELEASE_TRIES)
+    except SubrunError as e:  # cut every time, the host given up, a link down
+        log.warning("host '%s': could not release lease %s (%s); it lapses within %d s.",
+                    lease.host.name, name, e, BOUND_S)
 
 
 def _wait_for(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str], None],
