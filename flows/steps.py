@@ -155,15 +155,18 @@ def run(ctx: CampaignContext, planned: PlannedRun,
                        ctx.manifests[spec.benchmark], image.image, image.image_id,
                        ctx.campaign.name, cancelled=ctx.cancelled)
     options = ExecuteOptions(max_reruns=ctx.campaign.max_reruns)
+    # a power run's set-up and wind-down (daemon, director, ranges) are done again after a
+    # cut: a run already judged is returned as it is, one in flight is reattached
     if spec.kind is RunKind.POWER and ctx.campaign.power_path == "official":
         checkout = _checkout(ctx)
         assert checkout is not None  # check_ready refused the campaign otherwise
-        return execute_official(target, planned, ctx.store, ctx.rules, ctx.inventory,
-                                _analyzer(ctx, spec.host), OfficialSetup(checkout), options)
+        return through_cuts(lambda: execute_official(
+            target, planned, ctx.store, ctx.rules, ctx.inventory, _analyzer(ctx, spec.host),
+            OfficialSetup(checkout), options))
     if spec.kind is RunKind.POWER:
-        return execute_track(target, planned, ctx.store, ctx.rules, ctx.inventory,
-                             _analyzer(ctx, spec.host), options=options,
-                             settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0)
+        return through_cuts(lambda: execute_track(
+            target, planned, ctx.store, ctx.rules, ctx.inventory, _analyzer(ctx, spec.host),
+            options=options, settle_s=2.0 if ctx.campaign.mode is Mode.SHORT else 10.0))
     references = _references(ctx, planned)
     _unless_compared(ctx, planned, references)
     record = execute(target, planned, ctx.store, ctx.rules, references=references,
