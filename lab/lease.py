@@ -5,7 +5,7 @@ A lease is a `flock` on `<work_dir>/leases/<name>/lock`, held by a small process
 that the taker starts in a session of its own (so neither a closed SSH channel nor a killed
 controller takes it down with them). The holder writes who holds the lease (campaign, run,
 controller host and pid, since when) beside the lock, so a run that waits can say whom it waits
-for. The taker renews the lease by touching a beat file every `RENEW_S`; the holder lets the
+for. The taker renews the lease by writing a beat file every `RENEW_S`; the holder lets the
 lock go when the taker releases it, or when no beat came for `BOUND_S` *and* no container or
 process of the holder's campaign runs on the target. So a holder whose controller died is taken
 over at most `BOUND_S` (plus a check of `CHECK_S`) after its last beat, or after its campaign's
@@ -41,16 +41,18 @@ from lab.errors import ConnectionLost, RunCancelled, RunError, SubrunError
 from lab.host import Host
 
 BOUND_S = 45  # no beat for this long, and nothing of its campaign running: the lease lapses
-RENEW_S = 5.0  # how often the taker touches its beat
-CHECK_S = 2  # how often the holder looks at its beat
+RENEW_S = 15.0  # how often the taker renews its beat
+CHECK_S = 5  # how often the holder looks at its beat
 ANSWER_S = 20.0  # how long a taker waits for its holder to answer held or busy
 POLL_S = 2.0  # while waiting: how often to try again, and to look for a cancel
 RELEASE_TRIES = 5  # a release cut by the link is sent again (the next command reconnects)
 log = logging.getLogger("subrun.lease")
 
 # HOLD d token bound watch info: take the lock or answer busy (with the holder's record), then
-# live while the beat is fresh or the watch command finds the campaign's work running. Every
-# child closes fd 9 so that no child outlives the holder with the lock.
+# live while the beat changes or the watch command finds the campaign's work running. Every
+# child closes fd 9 so that no child outlives the holder with the lock. The beat's age is
+# counted in checks and read with builtins: one `sleep` per check is all the holder starts on
+# a host that may be measuring.
 HOLD = r"""
 d=$0; t=$1; bound=$2; watch=$3; info=$4
 answer() {
@@ -64,9 +66,11 @@ echo $$ > "$d/pid"
 touch "$d/beat.$t"
 trap 'rm -f "$d/holder" "$d/pid" "$d/beat.$t"; exit 0' TERM INT HUP
 answer held
+idle=0; last=none
 while [ -e "$d/beat.$t" ]; do
-  age=$(( $(date +%s 9>&-) - $(stat -c %Y "$d/beat.$t" 2>/dev/null 9>&- || echo 0) ))
-  if [ "$age" -gt "$bound" ] && ! sh -c "$watch" > /dev/null 2>&1 9>&-; then break; fi
+  v=; read -r v < "$d/beat.$t" 2> /dev/null
+  if [ "$v" != "$last" ]; then last=$v; idle=0; else idle=$((idle + {check})); fi
+  if [ "$idle" -gt "$bound" ] && ! sh -c "$watch" > /dev/null 2>&1 9>&-; then break; fi
   sleep {check} 9>&- & wait $!
 done
 rm -f "$d/holder" "$d/pid" "$d/beat.$t"
@@ -85,7 +89,7 @@ cat "$d/answer.$t" 2>/dev/null || echo silent
 rm -f "$d/answer.$t"
 """.replace("{tries}", str(int(ANSWER_S / 0.05)))
 
-RENEW = r"""[ -e "$1/beat.$2" ] && touch "$1/beat.$2" && echo ok || echo lost"""
+RENEW = r"""[ -e "$1/beat.$2" ] && echo "$3" > "$1/beat.$2" && echo ok || echo lost"""
 
 # RELEASE d token: end our holder now (only while the pid is still the holder of d), and
 # return once it has let go, so that the host's next run takes the lease at its first try
@@ -154,9 +158,10 @@ class Lease:
     folder: str
     token: str
 
-    def renew(self) -> bool:
-        """Touch the beat; False when the lease was lost (it lapsed during an outage)."""
-        result = self.host.run(["sh", "-c", RENEW, "sh", self.folder, self.token],
+    def renew(self, beat: int) -> bool:
+        """Write beat number `beat` (each renewal a new one); False when the lease was lost
+        (it lapsed during an outage)."""
+        result = self.host.run(["sh", "-c", RENEW, "sh", self.folder, self.token, str(beat)],
                                check=False, timeout_s=30)
         return result.stdout.strip() != "lost"
 
@@ -291,11 +296,13 @@ def _wait_for(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str
 
 
 def _renew(lease: Lease, stop: threading.Event) -> None:
-    """Touch the beat every RENEW_S; a cut link is tried again (the holder keeps the lease
+    """Write a new beat every RENEW_S; a cut link is tried again (the holder keeps the lease
     while the run's work runs, and for BOUND_S after the last beat)."""
+    beat = 0
     while not stop.wait(RENEW_S):
+        beat += 1
         try:
-            if not lease.renew():
+            if not lease.renew(beat):
                 log.warning("host '%s': the lease %s lapsed (no beat for %d s and nothing of "
                             "the campaign running); another campaign may take the host.",
                             lease.host.name, lease.folder, BOUND_S)

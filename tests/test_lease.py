@@ -63,7 +63,7 @@ def test_a_second_taker_is_told_who_holds_the_host_and_takes_it_once_released(
     assert (second.holder.campaign, second.holder.run) == ("nightly",
                                                           "h/digits/Offline/performance")
     assert "campaign 'nightly', run h/digits/Offline/performance" in second.holder.describe()
-    assert first.renew()
+    assert first.renew(1)
     first.release()
     lease = try_take(host, "host", LeaseHolder.here("adhoc", "r"))  # let go before release returns
     assert isinstance(lease, Lease), lease
@@ -110,7 +110,7 @@ def test_a_killed_controllers_lease_is_taken_over_within_the_bound(host: LocalHo
 def test_a_lapsed_lease_is_kept_while_its_campaigns_work_runs(host: LocalHost) -> None:
     lease = try_take(host, "host", LeaseHolder.here("camp", "r"), bound_s=1)
     assert isinstance(lease, Lease)
-    work = host.start_detached(["sleep", "5"], name="subrun-camp-key-a1")
+    work = host.start_detached(["sleep", str(2 * CHECK_S + 4)], name="subrun-camp-key-a1")
     time.sleep(1 + CHECK_S + 1)  # no beat for longer than the bound: the run holds it
     assert isinstance(try_take(host, "host", LeaseHolder.here("other", "r")), Busy)
     host.wait_detached(work, timeout_s=10)
