@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.target import LABEL_CAMPAIGN
+from lab.docker import LABEL_CAMPAIGN
 from lab.host import Host
-from lab.lease import LeaseHolder, lease_folder, parse_holder
+from lab.lease import HOST_LEASE, LeaseHolder, lease_folder, parse_holder
 
 LIST = r"""
 w=$1; c=$2; label=$3; lease=$4
@@ -60,7 +60,7 @@ class Leftovers:
 def leftovers(host: Host, campaign: str) -> Leftovers:
     """What campaign left on host (one command)."""
     out = host.run(["sh", "-c", LIST, "sh", host.work_dir, campaign, LABEL_CAMPAIGN,
-                    lease_folder(host, "host")], timeout_s=60).stdout
+                    lease_folder(host, HOST_LEASE)], timeout_s=60).stdout
     found: dict[str, list[str]] = {"container": [], "process": [], "folder": []}
     holder = None
     for line in out.splitlines():

@@ -33,6 +33,7 @@ from bench.store import RunStore
 from bench.training_manifest import TrainingManifest, training_argv
 from lab.config import HostConfig, Mount
 from lab.docker import (
+    LABEL_CAMPAIGN,
     Container,
     ContainerSpec,
     ContainerStatus,
@@ -42,7 +43,6 @@ from lab.errors import RunError
 from lab.host import Detached, Host
 from lab.native import map_paths
 
-LABEL_CAMPAIGN = "org.subrun.campaign"
 LABEL_SPEC = "org.subrun.spec"
 ProcessEnd = ContainerStatus  # how a harness ended, in a container or as a native process
 

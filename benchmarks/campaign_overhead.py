@@ -43,9 +43,8 @@ from bench.loadgen_log import DetailLog, locate_logs, read_detail  # noqa: E402
 from bench.run import RunRecord  # noqa: E402
 from bench.store import RunStore  # noqa: E402
 from bench.submitted import passed  # noqa: E402
-from bench.target import LABEL_CAMPAIGN  # noqa: E402
 from lab.config import load_inventory  # noqa: E402
-from lab.docker import Engine  # noqa: E402
+from lab.docker import LABEL_CAMPAIGN, Engine  # noqa: E402
 from lab.transport import open_host  # noqa: E402
 
 LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))

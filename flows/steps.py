@@ -31,6 +31,7 @@ from lab.cuts import through_cuts
 from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, NotCompared
 from lab.host import Host
+from lab.lease import HOST_LEASE
 from lab.probe import probe
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
@@ -226,7 +227,7 @@ class Reaching(Protocol):
 def host_leases(ctx: Reaching, host: str, power: bool = False) -> list[tuple[Host, str]]:
     """The leases a run takes on its targets (`lab.lease`): its host, and for a power run
     its analyzer, on the host the analyzer's daemon runs on."""
-    leases = [(ctx.host(host), "host")]
+    leases = [(ctx.host(host), HOST_LEASE)]
     if power:
         analyzer = ctx.inventory.analyzer_for(host)
         leases.append((ctx.host(analyzer.host), f"analyzer-{analyzer.name}"))

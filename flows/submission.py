@@ -102,13 +102,14 @@ def run_task(ctx: CampaignContext, planned: PlannedRun, images: Images,
         logger.info("%s: %s", planned.label, why)
         progress.waiting(planned.label, why)
 
-    names = slot_names(planned.spec.host, steps.run_analyzer(ctx, planned))
+    analyzer = steps.run_analyzer(ctx, planned)
+    names = slot_names(planned.spec.host, analyzer)
     me = replace(holder, run=planned.label, run_s=planned.estimate_s,
                  remaining_s=work_left_s(ctx.plan, planned, ctx.store))
     try:
         if ctx.cancelled.is_set():  # start nothing once the campaign is cancelled
             raise RunCancelled(f"{planned.label}: not started, the campaign was cancelled.")
-        leases = steps.host_leases(ctx, planned.spec.host, power=bool(names[1:]))
+        leases = steps.host_leases(ctx, planned.spec.host, power=analyzer is not None)
         with held(names, me, waiting, ctx.cancelled, leases):  # any campaign, controller
             busy = steps.analyzer_busy(ctx, planned)
             if busy:

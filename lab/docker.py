@@ -35,6 +35,7 @@ from lab.host import CommandResult, Host, OutputSink, Stdin
 LABEL_MANAGED = "org.subrun.managed"
 LABEL_RUN = "org.subrun.run"
 LABEL_ONESHOT = "org.subrun.oneshot"
+LABEL_CAMPAIGN = "org.subrun.campaign"  # the campaign a run container belongs to
 # the highest CPU weight docker takes (cgroup v2: the top cpu.weight): on its pinned cores a
 # run container wins against the other containers there
 TOP_CPU_SHARES = 262144

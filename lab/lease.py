@@ -37,6 +37,7 @@ from pathlib import PurePosixPath
 import psutil
 
 from lab.cuts import through_cuts
+from lab.docker import LABEL_CAMPAIGN
 from lab.errors import ConnectionLost, RunCancelled, RunError, SubrunError
 from lab.host import Host
 
@@ -45,6 +46,7 @@ RENEW_S = 15.0  # how often the taker renews its beat
 CHECK_S = 5  # how often the holder looks at its beat
 ANSWER_S = 20.0  # how long a taker waits for its holder to answer held or busy
 POLL_S = 2.0  # while waiting: how often to try again, and to look for a cancel
+HOST_LEASE = "host"  # the lease a run holds on its host; an analyzer's: analyzer-<name>
 RELEASE_TRIES = 5  # a release cut by the link is sent again (the next command reconnects)
 log = logging.getLogger("subrun.lease")
 
@@ -187,7 +189,7 @@ def lease_folder(host: Host, name: str) -> str:
 def campaign_work_running(work_dir: str, campaign: str) -> str:
     """A shell command that succeeds while a container or a native process of campaign runs
     on the host (what keeps a lease whose controller stopped renewing it)."""
-    label = shlex.quote(f"org.subrun.campaign={campaign}")
+    label = shlex.quote(f"{LABEL_CAMPAIGN}={campaign}")
     pattern = shlex.quote(f"{work_dir}/detached/subrun-{campaign}-")
     return (f"for d in {pattern}*; do [ -s \"$d/pid\" ] && [ ! -s \"$d/exit\" ] && "
             f"kill -0 \"$(cat \"$d/pid\")\" 2>/dev/null && exit 0; done; "
