@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.campaign import Campaign
+from bench.estimate import OFFLINE_SAMPLE_MARGIN
 from bench.execute import ExecuteOptions, execute
 from bench.loadgen_log import DETAIL, SUMMARY, locate_logs, read_detail, read_summary
 from bench.plan import PlannedRun
@@ -102,14 +103,21 @@ def probe_seconds(campaign: Campaign) -> float:
 
 def probe_spec(job: TuneJob, value: float, seconds: float | None = None) -> RunSpec:
     """The run of one probe at value lasting seconds (None: the job's probe length); always
-    short mode: a probe is never submitted."""
+    short mode: a probe is never submitted. An Offline probe's minimum duration is its length
+    over LoadGen's 1.1 (it issues 1.1 x target_qps x min_duration samples): at a target the
+    host sustains it lasts its length, and a host up to 1.1 x faster still meets the minimum,
+    so a host that slows to 70 % of the sizing's rate (a busy neighbour on its core) makes
+    it last 1.43 x its length, not 1.57 x."""
     scenario = job.key.scenario
     extra = {k: v for k, v in job.targets.extra.items() if k.rsplit(".", 1)[-1] not in OWN_KEYS}
     targets = PerfTargets(target_qps=None if scenario in _STREAMS else value,
                           target_latency_ms=value if scenario in _STREAMS else None,
                           extra=extra)
+    length_ms = (seconds or job.probe_s) * 1000
+    if scenario is Scenario.OFFLINE:  # LoadGen's slack inside the probe's length, not beyond it
+        length_ms /= OFFLINE_SAMPLE_MARGIN
     settings = run_settings(scenario, Mode.SHORT, targets,
-                            ShortMode(min_duration_ms=round((seconds or job.probe_s) * 1000)))
+                            ShortMode(min_duration_ms=round(length_ms)))
     return RunSpec(host=job.key.host, benchmark=job.key.benchmark, model=job.model,
                    scenario=scenario, kind=RunKind.TUNING, mode=Mode.SHORT,
                    round=job.key.round, settings=settings, image_digest=job.key.image_digest,

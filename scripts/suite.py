@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
-"""The whole test suite in three parts, then the 25 slowest tests of all of them.
+"""The whole test suite in four parts, then the 25 slowest tests of all of them.
 
-1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes, a 15-s
-   cancellation), with no other lab test beside them, so no other test's load moves their figures.
-2. `hostless` (every test that needs no lab host) and `lint` (ruff, mypy), at the same time as
-   the first part, in processes pinned to the cores the lab's pinned host leaves to the
-   controller, so that h2's core stays the timing tests'. Lint is scheduled only when those
-   cores would otherwise idle (SCHED_IDLE); the host-free tests are not, since some of them
-   compare LoadGen runs of their own (a submission tree's performance and TEST04 runs within
-   10 %), and a process of the idle class is starved for seconds at a time. Their output is
-   printed when they end. Without a pinned lab host (nothing to keep them off), they run in
-   turn, lint last.
-3. `lab`: the other lab tests, in pytest-xdist workers, one test module per group
-   (`tests/conftest.py` groups them); most of them wait on LoadGen's fixed durations, Prefect
-   servers, SSH links and an analyzer's pauses with a core idle.
+1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes), with no
+   other lab test on h2's pinned core, so no other test's load moves their figures.
+2. Beside it, in processes pinned to the cores the lab's pinned host leaves to the controller
+   (so that h2's core stays the timing tests'), in turn: `hostless` (every test that needs no
+   lab host) and `lab-beside` (the lab modules marked `beside`, which compare no timing, in a
+   lab lane whose SSH hosts run their containers on those cores too: `tests/conftest.py`
+   lab_dir). With them, `lint` (ruff, mypy), scheduled only when those cores would otherwise
+   idle (SCHED_IDLE); the host-free tests are not, since some of them compare LoadGen runs of
+   their own (a submission tree's performance and TEST04 runs within 10 %), and a process of
+   the idle class is starved for seconds at a time.
+3. `lab`: the other lab tests, in pytest-xdist workers, started as soon as the serial part
+   ends. Each worker takes whole modules, longest first (`--dist loadfile`, in the order of
+   `tests/conftest.py` LONGEST_FIRST), so a module's fixtures are made once; most of them wait
+   on LoadGen's fixed durations, Prefect servers, SSH links and an analyzer's pauses with a
+   core idle.
 
-Every part always runs; the exit status is the worst of them (`make test` is this script).
+The output of the parts beside another is printed when the suite ends. Without a pinned lab
+host (nothing to keep them off), the host-free tests follow the serial part, and the lab part
+(the `beside` modules with it) and lint follow them. Every part always runs; the exit status is
+the worst of them (`make test` is this script).
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]
-WORKERS (or $SUBRUN_TEST_WORKERS) for the third part defaults to 3; 0 runs it in one process.
+WORKERS (or $SUBRUN_TEST_WORKERS) for the lab part defaults to 3; 0 runs it in one process.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +54,7 @@ class Part:
     log: Path | None = None  # where its output goes while another part prints (None: here)
     idle: bool = False  # scheduled only when its cores would otherwise idle (SCHED_IDLE)
     lint: bool = False  # ruff and mypy, not pytest
+    env: dict[str, str] = field(default_factory=dict)  # set for its process
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def command(self, pytest: str, extra: list[str]) -> list[str]:
@@ -71,6 +78,7 @@ class Part:
         try:
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=out,
                                             stderr=subprocess.STDOUT if out else None,
+                                            env={**os.environ, **self.env},
                                             preexec_fn=_start_on(self.cores, self.idle)
                                             if self.cores else None)
         finally:
@@ -81,12 +89,15 @@ class Part:
         """Its exit status; 5 (no test selected, a filter left it empty) counts as 0."""
         assert self.process is not None
         status = self.process.wait()
+        return 0 if status == 5 else status
+
+    def show(self, status: int) -> None:
+        """Its output, when it went to a log while another part printed."""
         if self.log:
-            print(f"\n=== {self.name} (run beside the serial part, exit status {status}): "
+            print(f"\n=== {self.name} (run beside another part, exit status {status}): "
                   "output", flush=True)
             sys.stdout.write(self.log.read_text(errors="replace"))
             sys.stdout.flush()
-        return 0 if status == 5 else status
 
 
 def _start_on(cores: tuple[int, ...], idle: bool) -> Callable[[], None]:
@@ -122,20 +133,46 @@ def cores_off_pinned() -> tuple[int, ...]:
     return rest if pinned and rest else ()
 
 
-def parts(workers: int, beside: tuple[int, ...], bin_dir: Path) -> list[list[Part]]:
-    """The parts in order; the parts of one inner list run at the same time."""
-    lab = ["-m", "lab and not serial"]
-    if workers:
-        lab += ["--dist", "loadgroup", "-n", str(workers)]
+@dataclass
+class Plan:
+    """Lanes that start together, each running its parts in turn; `then` starts its parts
+    (each a lane of its own) as soon as the first lane ends."""
+
+    lanes: list[list[Part]]
+    then: list[Part]
+
+
+def plan(workers: int, beside: tuple[int, ...], bin_dir: Path) -> Plan:
+    """The parts and their order: beside the serial part on the controller's cores when a lab
+    host is pinned (`beside`), else in turn."""
+    spread = ["--dist", "loadfile", "--no-loadscope-reorder", "-n", str(workers)] \
+        if workers else []
     serial = Part("serial", ["-m", "serial"])
+
+    def logged(name: str) -> Path | None:
+        return REPORTS / f"{name}.log" if beside else None
+
     hostless = Part("hostless", ["-m", "not lab and not serial"], cores=beside,
-                    log=REPORTS / "hostless.log" if beside else None)
+                    log=logged("hostless"))
     lint = Part("lint", ["/bin/sh", "-c", f"{bin_dir}/ruff check . && {bin_dir}/mypy"],
-                cores=beside, log=REPORTS / "lint.log" if beside else None, idle=True,
-                lint=True)
-    if beside:
-        return [[serial, hostless, lint], [Part("lab", lab)]]
-    return [[serial], [hostless], [Part("lab", lab)], [lint]]
+                cores=beside, log=REPORTS / "lint.log", idle=True, lint=True)
+    if not beside:
+        return Plan([[serial, hostless]], [Part("lab", ["-m", "lab and not serial", *spread]),
+                                           lint])
+    lane_beside = Part("lab-beside", ["-m", "lab and beside and not serial"], cores=beside,
+                       log=logged("lab-beside"),
+                       env={"SUBRUN_TEST_LANE": "beside",
+                            "SUBRUN_LANE_CORES": ",".join(map(str, beside))})
+    lab = Part("lab", ["-m", "lab and not serial and not beside", *spread])
+    return Plan([[serial], [hostless, lane_beside], [lint]], [lab])
+
+
+def run_lane(parts: list[Part], pytest: str, extra: list[str],
+             statuses: dict[str, int]) -> None:
+    """Its parts in turn, each one's exit status noted by name."""
+    for part in parts:
+        part.start(pytest, extra)
+        statuses[part.name] = part.wait()
 
 
 def durations(report: Path) -> list[tuple[float, str]]:
@@ -154,14 +191,26 @@ def main(argv: list[str]) -> int:
     bin_dir = Path(sys.executable).parent
     pytest = str(bin_dir / "pytest")
     REPORTS.mkdir(parents=True, exist_ok=True)
-    worst = 0
-    timings: list[tuple[float, str]] = []
-    for together in parts(workers, cores_off_pinned(), bin_dir):
-        for part in together:
-            part.start(pytest, extra)
-        for part in together:
-            worst = max(worst, part.wait())
-            timings += durations(part.report)
+    order = plan(workers, cores_off_pinned(), bin_dir)
+    statuses: dict[str, int] = {}
+
+    def started(parts: list[Part]) -> threading.Thread:
+        thread = threading.Thread(target=run_lane, args=(parts, pytest, extra, statuses))
+        thread.start()
+        return thread
+
+    first, *others = [started(lane) for lane in order.lanes]
+    first.join()
+    others += [started([part]) for part in order.then]
+    for thread in others:
+        thread.join()
+    every = [part for lane in order.lanes for part in lane] + order.then
+    worst, timings = 0, []
+    for part in every:
+        status = statuses.get(part.name, 1)
+        part.show(status)
+        worst = max(worst, status)
+        timings += durations(part.report)
     print(f"\n=== {SLOWEST} slowest tests of all parts")
     for seconds, test in sorted(timings, reverse=True)[:SLOWEST]:
         print(f"{seconds:8.1f}s  {test}")

@@ -42,6 +42,11 @@ SLOW_MODULES = {
 SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab",
                   "test_verdict"}
 
+# Lab modules that compare no timing, run in a lane of their own beside the serial part, on the
+# controller's cores (`scripts/suite.py`): their SSH hosts pin their containers there
+# (SUBRUN_LANE_CORES), so h2's own core stays the timing tests'.
+BESIDE_MODULES = {"test_training_lab"}
+
 # The longest modules (each 100-300 s under the parallel phase's load), started first so that
 # none of them is left running alone at the end while the other workers idle.
 LONGEST_FIRST = (
@@ -64,16 +69,17 @@ _DAEMONS_BEFORE = pytest.StashKey[set[Detached]]()
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark by what a test uses, so `make quick` (not lab, not slow) needs neither the lab nor
-    a Prefect server, whatever its module says. Each module is marked as one pytest-xdist
-    group, but pytest 9.2 with pytest-xdist 3.8 does not keep a group on one worker
-    (pytest-dev/pytest-xdist#1386): no test may rely on sharing a worker with another."""
+    a Prefect server, whatever its module says. The lab part hands whole modules to its
+    pytest-xdist workers (`--dist loadfile`), longest first, so a module's fixtures (a Prefect
+    server, a provisioned image) are made once."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     # stable: the order is kept within a module
     items.sort(key=lambda item: (item.name in LAST, rank.get(item.path.stem, len(rank))))
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.path.stem))
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+        if item.path.stem in BESIDE_MODULES:
+            item.add_marker(pytest.mark.beside)
         used = set(getattr(item, "fixturenames", ()))
         if item.path.stem in SLOW_MODULES or used & PREFECT_FIXTURES:
             item.add_marker(pytest.mark.slow)
@@ -121,6 +127,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     a worker that finished early would stop a daemon another worker's campaign is using."""
     if _is_worker(session.config) or (inventory := _lab_inventory_or_none()) is None:
         return
+    if os.environ.get("SUBRUN_TEST_LANE"):
+        return  # a lane beside another session, whose campaigns may be using them
     if "not lab" in (session.config.option.markexpr or ""):
         return  # it started none, and the ones running may be a lab session's beside it
     before = session.config.stash.get(_DAEMONS_BEFORE, set())
@@ -146,20 +154,29 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def lab_dir(request: pytest.FixtureRequest) -> Path:
-    """The test lab as this test process sees it. Each pytest-xdist worker is a lane of its
-    own: its SSH hosts keep their work_dir in a folder of the lane's (`<work_dir>/<worker>`),
-    so the host leases (lab.lease) of one worker's campaigns never make another worker's
-    wait, as two labs on one machine would not; runs, images and cores are the lab's, shared
-    as before. Tests of the leases run their campaigns within one test, on one lane."""
+    """The test lab as this test process sees it. Each pytest-xdist worker, and each lane
+    `scripts/suite.py` runs beside another (SUBRUN_TEST_LANE), is a lane of its own: its SSH
+    hosts keep their work_dir in a folder of the lane's (`<work_dir>/<lane>`), so the host
+    leases (lab.lease) of one lane's campaigns never make another lane's wait, as two labs on
+    one machine would not; runs, images and cores are the lab's, shared as before, unless the
+    lane has cores of its own (SUBRUN_LANE_CORES, e.g. "0"), where its SSH hosts' containers
+    run. Tests of the leases run their campaigns within one test, on one lane."""
     worker = getattr(request.config, "workerinput", {}).get("workerid")
-    if worker is None or not (LAB / "hosts.yaml").exists():
+    names = [n for n in (os.environ.get("SUBRUN_TEST_LANE"), worker) if n]
+    if not names or not (LAB / "hosts.yaml").exists():
         return LAB
-    lane = LAB / "lanes" / worker
+    name = "-".join(names)
+    cores = os.environ.get("SUBRUN_LANE_CORES")
+    lane = LAB / "lanes" / name
     lane.mkdir(parents=True, exist_ok=True)
     data = yaml.safe_load((LAB / "hosts.yaml").read_text())
     for host in data["hosts"]:
-        if host.get("transport", "ssh") == "ssh":
-            host["work_dir"] = f"{host['work_dir']}/{worker}"
+        if host.get("transport", "ssh") != "ssh":
+            continue
+        host["work_dir"] = f"{host['work_dir']}/{name}"
+        docker = host.setdefault("docker", {})
+        if cores and docker.get("engine", True):
+            docker["cpuset"] = cores
     (lane / "hosts.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     if not (lane / "ssh").exists():
         (lane / "ssh").symlink_to(LAB / "ssh")

@@ -70,8 +70,8 @@ def test_a_seed_in_a_submission_campaign_is_refused_before_any_host_is_touched(
     (exit 2, naming the key) before the campaign begins."""
     name = f"submit-{uuid.uuid4().hex[:6]}"
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"], accuracy=False,
-                          settings={"Offline": {"qsl_rng_seed": 1234}})
-    update(path, mode="submission", division="closed")
+                          mode="submission", settings={"Offline": {"qsl_rng_seed": 1234}})
+    update(path, division="closed")
     seeded = subrun_run(path, tmp_path)
     assert seeded.returncode == 2, seeded.stdout + seeded.stderr
     assert ("user.conf key '*.Offline.qsl_rng_seed' overrides an official LoadGen setting"
@@ -90,8 +90,8 @@ def test_a_placeholder_system_field_refuses_a_submission_campaign_before_any_run
     hosts_yaml = tmp_path / "hosts.yaml"
     hosts_yaml.write_text(yaml.safe_dump(inventory, sort_keys=False))
     name = f"undescribed-{uuid.uuid4().hex[:6]}"
-    path = write_campaign(tmp_path, name, hosts_yaml, ["h2"], accuracy=False)
-    update(path, mode="submission")
+    path = write_campaign(tmp_path, name, hosts_yaml, ["h2"], accuracy=False,
+                          mode="submission")
     refused = subrun_run(path, tmp_path)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "Traceback" not in refused.stderr, refused.stderr

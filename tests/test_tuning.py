@@ -112,6 +112,19 @@ def test_a_confirmation_is_as_long_as_the_run_up_to_its_cap(tmp_path: Path) -> N
     assert confirm_seconds(submission.model_copy(update={"tune_confirm_s": 300}), 600) == 300
 
 
+def test_an_offline_probe_at_the_hosts_rate_issues_its_length_of_samples(tmp_path: Path) -> None:
+    """LoadGen issues 1.1 x target_qps x min_duration Offline samples: a probe's minimum duration
+    leaves that slack inside its length, so at a target the host sustains it lasts its length."""
+    book = TuningBook(tmp_path / "tuning")
+    job = plan_tuning(campaign(tmp_path).model_copy(update={"tune_probe_s": 5}), DIGITS, book,
+                      DIGESTS, "6.0.17")[0].job
+    assert job is not None and job.key.scenario is Scenario.OFFLINE
+    settings = probe_spec(job, 400_000).settings
+    issued = 1.1 * settings["*.Offline.target_qps"] * settings["*.Offline.min_duration"] / 1000
+    assert settings["*.Offline.min_duration"] == 4545
+    assert issued == pytest.approx(400_000 * 5, rel=1e-3)
+
+
 def test_a_server_search_starts_no_higher_than_offline_and_singlestream_found(
         tmp_path: Path) -> None:
     book = TuningBook(tmp_path / "tuning")

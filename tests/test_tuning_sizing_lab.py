@@ -18,7 +18,7 @@ from bench.rules import load_rules
 from bench.run import RunKind
 from bench.store import RunStore
 from bench.tune_search import probed
-from bench.tuning import PROBE_OVERHEAD_S, SIZING_S, run_probe, tune
+from bench.tuning import PROBE_OVERHEAD_S, SIZING_S, probe_spec, run_probe, tune
 from bench.tuning_record import TuningBook
 from bench.tuning_use import plan_tuning
 from lab.config import Inventory
@@ -64,5 +64,5 @@ def test_an_offline_probe_lasts_its_probe_length_whatever_the_start(
     first = probed(record.probes[0], job.key.scenario)
     assert first is not None and first < 2 * rate  # at the measured rate, not the start
     sized = [r for r in store.runs() if r.spec.kind is RunKind.TUNING
-             and r.spec.settings["*.Offline.min_duration"] == round(SIZING_S * 1000)]
+             and r.spec.settings == probe_spec(job, job.start, SIZING_S).settings]
     assert len(sized) == 1 and sized[0].spec.settings["*.Offline.target_qps"] == job.start
