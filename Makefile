@@ -12,8 +12,9 @@ demo: $(STAMP)
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun hosts check
 	DOCKER_HOST=unix://$(CURDIR)/.lab/docker/ctl/docker.sock $(BIN)/subrun run
 
-# timing tests (host-free tests and lint beside them, on the idle core), then the other lab
-# tests in 3 workers (SUBRUN_TEST_WORKERS=N; scripts/suite.py)
+# timing tests on h2's core; beside them on the other core the host-free tests, then the lab
+# modules marked `beside`, and lint when idle; then the other lab tests in 3 workers
+# (SUBRUN_TEST_WORKERS=N; scripts/suite.py)
 test: $(STAMP) lab
 	$(BIN)/python scripts/suite.py
 

@@ -4,13 +4,16 @@
 1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes), with no
    other lab test on h2's pinned core, so no other test's load moves their figures.
 2. Beside it, in processes pinned to the cores the lab's pinned host leaves to the controller
-   (so that h2's core stays the timing tests'), in turn: `hostless` (every test that needs no
-   lab host) and `lab-beside` (the lab modules marked `beside`, which compare no timing, in a
-   lab lane whose SSH hosts run their containers on those cores too: `tests/conftest.py`
-   lab_dir). With them, `lint` (ruff, mypy), scheduled only when those cores would otherwise
-   idle (SCHED_IDLE); the host-free tests are not, since some of them compare LoadGen runs of
-   their own (a submission tree's performance and TEST04 runs within 10 %), and a process of
-   the idle class is starved for seconds at a time.
+   (so that h2's core stays the timing tests'), three lanes:
+   - `hostless` (the tests that need no lab host), then `lab-beside` (the lab modules marked
+     `beside`, which compare no timing, in a lab lane whose SSH hosts run their containers on
+     those cores too: `tests/conftest.py` lab_dir);
+   - `hostless-waiting`: the host-free modules marked `waits`, which mostly wait (power-dev's
+     fixed pauses, a lease's time bounds) and so leave those cores to the first lane;
+   - `lint` (ruff, mypy), scheduled only when those cores would otherwise idle (SCHED_IDLE).
+     The host-free tests are not, since some of them compare LoadGen runs of their own (a
+     submission tree's performance and TEST04 runs within 10 %), and a process of the idle
+     class is starved for seconds at a time.
 3. `lab`: the other lab tests, in pytest-xdist workers, started as soon as the serial part
    ends. Each worker takes whole modules, longest first (`--dist loadfile`, in the order of
    `tests/conftest.py` LONGEST_FIRST), so a module's fixtures are made once; most of them wait
@@ -152,19 +155,21 @@ def plan(workers: int, beside: tuple[int, ...], bin_dir: Path) -> Plan:
     def logged(name: str) -> Path | None:
         return REPORTS / f"{name}.log" if beside else None
 
-    hostless = Part("hostless", ["-m", "not lab and not serial"], cores=beside,
+    hostless = Part("hostless", ["-m", "not lab and not serial and not waits"], cores=beside,
                     log=logged("hostless"))
+    waiting = Part("hostless-waiting", ["-m", "not lab and not serial and waits"], cores=beside,
+                   log=logged("hostless-waiting"))
     lint = Part("lint", ["/bin/sh", "-c", f"{bin_dir}/ruff check . && {bin_dir}/mypy"],
                 cores=beside, log=REPORTS / "lint.log", idle=True, lint=True)
     if not beside:
-        return Plan([[serial, hostless]], [Part("lab", ["-m", "lab and not serial", *spread]),
-                                           lint])
+        return Plan([[serial, hostless, waiting]],
+                    [Part("lab", ["-m", "lab and not serial", *spread]), lint])
     lane_beside = Part("lab-beside", ["-m", "lab and beside and not serial"], cores=beside,
                        log=logged("lab-beside"),
                        env={"SUBRUN_TEST_LANE": "beside",
                             "SUBRUN_LANE_CORES": ",".join(map(str, beside))})
     lab = Part("lab", ["-m", "lab and not serial and not beside", *spread])
-    return Plan([[serial], [hostless, lane_beside], [lint]], [lab])
+    return Plan([[serial], [hostless, lane_beside], [waiting], [lint]], [lab])
 
 
 def run_lane(parts: list[Part], pytest: str, extra: list[str],

@@ -45,14 +45,19 @@ SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_si
 # Lab modules that compare no timing, run in a lane of their own beside the serial part, on the
 # controller's cores (`scripts/suite.py`): their SSH hosts pin their containers there
 # (SUBRUN_LANE_CORES), so h2's own core stays the timing tests'.
-BESIDE_MODULES = {"test_training_lab"}
+BESIDE_MODULES = {"test_training_lab", "test_resume", "test_controller_kills"}
+
+# Host-free modules that mostly wait (power-dev's fixed pauses, a lease's time bounds): a lane of
+# their own beside the other host-free tests, on the same cores, which they leave nearly idle.
+WAITING_MODULES = {"test_power_dev", "test_lease"}
 
 # The longest modules (each 100-300 s under the parallel phase's load), started first so that
 # none of them is left running alone at the end while the other workers idle.
 LONGEST_FIRST = (
-    "test_training_lab", "test_deployment", "test_deployment_states", "test_power_hosts",
-    "test_power_dev", "test_tuning_lab", "test_telemetry_lab", "test_power_official_campaign",
-    "test_native", "test_controller_kills", "test_settle",
+    "test_deployment", "test_power_hosts", "test_deployment_states", "test_link_campaign",
+    "test_power_official_campaign", "test_execute", "test_tuning_lab", "test_telemetry_lab",
+    "test_cli_outcome", "test_power_official_reattach", "test_settle", "test_flow",
+    "test_lease_lab", "test_native", "test_power_campaign", "test_benchmark_images",
 )
 
 
@@ -80,6 +85,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.serial)
         if item.path.stem in BESIDE_MODULES:
             item.add_marker(pytest.mark.beside)
+        if item.path.stem in WAITING_MODULES:
+            item.add_marker(pytest.mark.waits)
         used = set(getattr(item, "fixturenames", ()))
         if item.path.stem in SLOW_MODULES or used & PREFECT_FIXTURES:
             item.add_marker(pytest.mark.slow)

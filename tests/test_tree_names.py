@@ -3,7 +3,9 @@ submission tree is swapped in one step."""
 
 from __future__ import annotations
 
-import threading
+import multiprocessing
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import pytest
@@ -76,28 +78,37 @@ def _tree(path: Path, label: str) -> Path:
     return path
 
 
+def _watch(label: Path, ready: EventType, done: EventType, checks: Synchronized[int],
+           missing: Synchronized[int]) -> None:
+    """In a process of its own (a thread would take the GIL from the swaps it watches): look
+    for the tree's file as fast as it can until told to stop, counting the looks that miss."""
+    while not done.is_set():
+        if not label.exists():
+            missing.value += 1
+        checks.value += 1
+        ready.set()
+
+
 def test_swap_exchanges_trees_and_never_leaves_the_root_missing(tmp_path: Path) -> None:
     root = _tree(tmp_path / "tree", "old")
-    missing: list[int] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if not (root / "open" / "ACME" / "label").exists():
-                missing.append(1)
-
-    watcher = threading.Thread(target=watch)
+    fork = multiprocessing.get_context("fork")
+    ready, done = fork.Event(), fork.Event()
+    checks, missing = fork.Value("q", 0), fork.Value("q", 0)
+    watcher = fork.Process(target=_watch, args=(root / "open" / "ACME" / "label", ready, done,
+                                                checks, missing))
     watcher.start()
     try:
+        assert ready.wait(30), "the watcher never looked"
         for i in range(200):
             swap.swap_in(_tree(tmp_path / "new", str(i)), root)
             assert (tmp_path / "new" / "open" / "ACME" / "label").exists()  # the old tree
             swap.shutil.rmtree(tmp_path / "new")
     finally:
         done.set()
-        watcher.join()
+        watcher.join(30)
     assert (root / "open" / "ACME" / "label").read_text() == "199"
-    assert not missing, f"the tree was missing {len(missing)} times during swaps"
+    assert checks.value > 200, checks.value  # it looked throughout, not once
+    assert not missing.value, f"the tree was missing {missing.value} times during swaps"
 
 
 def test_fallback_swap_and_recovery_after_a_crash(tmp_path: Path,
