@@ -45,7 +45,7 @@ SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_si
 # Lab modules that compare no timing, run in a lane of their own beside the serial part, on the
 # controller's cores (`scripts/suite.py`): their SSH hosts pin their containers there
 # (SUBRUN_LANE_CORES), so h2's own core stays the timing tests'.
-BESIDE_MODULES = {"test_training_lab", "test_resume", "test_controller_kills"}
+BESIDE_MODULES = {"test_training_lab"}
 
 # Host-free modules that mostly wait (power-dev's fixed pauses, a lease's time bounds): a lane of
 # their own beside the other host-free tests, on the same cores, which they leave nearly idle.
@@ -54,10 +54,11 @@ WAITING_MODULES = {"test_power_dev", "test_lease"}
 # The longest modules (each 100-300 s under the parallel phase's load), started first so that
 # none of them is left running alone at the end while the other workers idle.
 LONGEST_FIRST = (
-    "test_deployment", "test_power_hosts", "test_deployment_states", "test_link_campaign",
-    "test_power_official_campaign", "test_execute", "test_tuning_lab", "test_telemetry_lab",
-    "test_cli_outcome", "test_power_official_reattach", "test_settle", "test_flow",
-    "test_lease_lab", "test_native", "test_power_campaign", "test_benchmark_images",
+    "test_deployment", "test_power_hosts", "test_deployment_states",
+    "test_power_official_campaign", "test_tuning_lab", "test_link_campaign", "test_resume",
+    "test_settle", "test_execute", "test_telemetry_lab", "test_cli_outcome",
+    "test_power_official_reattach", "test_controller_kills", "test_native", "test_cancel",
+    "test_lease_lab", "test_flow", "test_slots", "test_power_campaign",
 )
 
 
