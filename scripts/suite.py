@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The whole test suite in four parts, then the 25 slowest tests of all of them.
+"""The whole test suite in parts, some side by side, then the 25 slowest tests of all of them.
 
 1. `serial`: the tests that compare timings (compliance's +-10 %, tuning's probes), with no
    other lab test on h2's pinned core, so no other test's load moves their figures.
@@ -148,8 +148,8 @@ class Plan:
 def plan(workers: int, beside: tuple[int, ...], bin_dir: Path) -> Plan:
     """The parts and their order: beside the serial part on the controller's cores when a lab
     host is pinned (`beside`), else in turn."""
-    spread = ["--dist", "loadfile", "--no-loadscope-reorder", "-n", str(workers)] \
-        if workers else []
+    spread = (["--dist", "loadfile", "--no-loadscope-reorder", "-n", str(workers)]
+              if workers else [])
     serial = Part("serial", ["-m", "serial"])
 
     def logged(name: str) -> Path | None:
