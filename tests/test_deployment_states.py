@@ -133,11 +133,11 @@ def test_cancelled_deployment_run_stops_its_runs_within_15_s_and_resumes(
     data = yaml.safe_load(path.read_text())
     for entry in data["hosts"]:
         scenario, duration_ms = LONG[entry["host"]]
-        bench = entry["benchmarks"][0]
-        bench["scenarios"] = ["Offline", scenario] if entry["host"] == "h2" else [scenario]
-        bench["settings"][scenario] = {"min_duration": duration_ms}
+        benchmark = entry["benchmarks"][0]
+        benchmark["scenarios"] = ["Offline", scenario] if entry["host"] == "h2" else [scenario]
+        benchmark["settings"][scenario] = {"min_duration": duration_ms}
         if scenario == "Server":
-            bench["settings"][scenario]["target_qps"] = 500
+            benchmark["settings"][scenario]["target_qps"] = 500
     path.write_text(yaml.safe_dump(data))
     store = RunStore(load_campaign(path).paths.store)
     started = deployment_run(served, path, watch=False)
