@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 import yaml
@@ -17,6 +18,7 @@ from lab.transport import open_host
 from testkit.official import missing
 from tests.support.controller_cores import controller_off
 from tests.support.power_inventory import running_lab_daemons, stop_lab_daemon
+from tests.support.prefect_home import seeded_database
 
 ROOT = Path(__file__).resolve().parent.parent
 # The CLI's consoles (flows.cli_common) take their width when they are made, at import: without a
@@ -147,17 +149,44 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         print(f"\nthe lab's power daemons were not stopped: {e}")
 
 
+# Server services the flows of the tests never need (they run flows in process: no schedule, no
+# work pool, no paused run), off in the test harness's server: idle, a server with every
+# service costs 3.7-3.9 core-s a minute, and 2.3 with these off. The triggers service is kept
+# for the sessions that hold a test of an automation (TRIGGER_MODULES).
+IDLE_SERVICES = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "PAUSE_EXPIRATIONS", "DB_VACUUM",
+                 "EVENT_LOGGER", "CLEANUP_RECONCILER")
+TRIGGER_MODULES = {"test_automation"}
+
+
+def _services_off(session: pytest.Session) -> dict[str, str]:
+    """The environment that turns off the services this session's harness does not need."""
+    names = list(IDLE_SERVICES)
+    if not any(item.path.stem in TRIGGER_MODULES for item in session.items):
+        names.append("TRIGGERS")
+    return {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in names}
+
+
 @pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def prefect_api(request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A real Prefect API for the flows of the tests (Prefect's own test harness), started once:
     its start costs 15-30 s. Tests name their campaigns, slots and events apart, so they share
-    it."""
+    it. Its database starts as a copy of the seeded one (tests/support/prefect_home.py), in the
+    folder the harness would have made, so the server skips migrations."""
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("results"))
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
+    folder = tmp_path_factory.mktemp("prefect-api")
+    seeded_database(folder, "prefect-test.db")  # the name the harness gives its database
+    with (pytest.MonkeyPatch.context() as env,
+          patch("prefect.testing.utilities.mkdtemp", return_value=str(folder))):
+        for name, value in _services_off(request.session).items():
+            env.setenv(name, value)  # read by the harness's server process only
+        with prefect_test_harness(server_startup_timeout=180):
+            for name in _services_off(request.session):
+                env.delenv(name)  # not by the servers the tests start themselves
+            yield
 
 
 @pytest.fixture(scope="session")

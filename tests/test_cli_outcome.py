@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support.campaigns import write_campaign
+from tests.support.prefect_home import fresh_home
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +32,7 @@ def update(path: Path, **fields: object) -> None:
 
 def subrun_run(path: Path, folder: Path) -> subprocess.CompletedProcess[str]:
     """`subrun run CAMPAIGN` as a user types it, without a Prefect server, in folder."""
-    env = {**os.environ, "PREFECT_HOME": str(folder / "prefect"), "COLUMNS": "300",
+    env = {**os.environ, "PREFECT_HOME": str(fresh_home(folder / "prefect")), "COLUMNS": "300",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
     return subprocess.run([str(SUBRUN), "run", str(path)], env=env, cwd=folder,

@@ -19,6 +19,7 @@ import pytest
 from bench.campaign import load_campaign
 from bench.store import RunStore
 from tests.support.campaigns import write_campaign
+from tests.support.prefect_home import fresh_home
 from tests.test_link_campaign import done_exactly_once
 
 pytestmark = pytest.mark.lab
@@ -27,7 +28,7 @@ SUBRUN = Path(sys.executable).parent / "subrun"
 
 
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"),
+    return {**os.environ, "PREFECT_HOME": str(fresh_home(tmp_path / "prefect")),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "200"}
 
 

@@ -32,6 +32,7 @@ from submission.precheck import precheck
 from tests.support.campaigns import write_campaign
 from tests.support.official_power import free_port
 from tests.support.power_inventory import stop_lab_daemon, with_analyzers
+from tests.support.prefect_home import fresh_home
 
 pytestmark = pytest.mark.lab
 BIN = Path(sys.executable).parent
@@ -40,7 +41,7 @@ UUID = re.compile(r"UUID:\s*([0-9a-f-]{36})")
 
 @pytest.fixture(scope="module")
 def server_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("prefect-home")
+    home = fresh_home(tmp_path_factory.mktemp("prefect-home"))
     env = {"PREFECT_HOME": str(home), "SUBRUN_HOME": str(home),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
     port = free_port()

@@ -15,6 +15,7 @@ import pytest
 from bench.campaign import load_campaign
 from bench.store import RunStore
 from tests.support.campaigns import write_campaign
+from tests.support.prefect_home import fresh_home
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ def test_two_campaigns_started_at_once_without_a_server_never_overlap_on_their_h
         paths.append(write_campaign(folder, f"{who}-{uuid.uuid4().hex[:6]}",
                                     lab_dir / "hosts.yaml", ["h2"], accuracy=False,
                                     scenarios=("Offline", "SingleStream")))
-        env = {**os.environ, "PREFECT_HOME": str(folder / "prefect"), "COLUMNS": "300",
+        env = {**os.environ, "PREFECT_HOME": str(fresh_home(folder / "prefect")), "COLUMNS": "300",
                "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         env.pop("PREFECT_API_URL", None)
         started.append(subprocess.Popen([str(SUBRUN), "run", str(paths[-1])], env=env,

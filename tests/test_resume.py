@@ -31,6 +31,7 @@ from lab.config import Inventory
 from lab.errors import ImageError
 from lab.transport import open_host
 from tests.support.campaigns import write_campaign
+from tests.support.prefect_home import fresh_home
 from tests.support.targets import OFFLINE_ABOVE_REACH_QPS
 
 pytestmark = pytest.mark.lab
@@ -56,7 +57,7 @@ def targets(lab_inventory: Inventory) -> Iterator[dict[str, RunTarget]]:
 
 
 def subrun_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"),
+    return {**os.environ, "PREFECT_HOME": str(fresh_home(tmp_path / "prefect")),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "COLUMNS": "200"}
 
 

@@ -25,6 +25,7 @@ from lab.config import Inventory
 from lab.host import Host
 from lab.transport import open_host
 from tests.support.containers import campaign_containers
+from tests.support.prefect_home import fresh_home
 
 pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +117,7 @@ def test_tuning_killed_in_a_probe_continues_from_the_recorded_probes(
     campaign = load_campaign(path)
     book, store = TuningBook(campaign.paths.tuning), RunStore(campaign.paths.store)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": "200",
+    env |= {"PREFECT_HOME": str(fresh_home(tmp_path / "prefect")), "COLUMNS": "200",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     command = [sys.executable, "-m", "flows", "tune", str(path)]
 
