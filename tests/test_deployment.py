@@ -29,7 +29,7 @@ from bench.run import RunKind, RunRecord
 from bench.store import RunStore
 from lab.config import Inventory
 from submission.precheck import precheck
-from tests.support.campaigns import write_campaign
+from tests.support.campaigns import QUICK_POWER_SCENARIOS, write_campaign
 from tests.support.official_power import free_port
 from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 from tests.support.prefect_home import fresh_home
@@ -177,7 +177,7 @@ def test_two_workers_on_one_pool_share_a_host_and_its_analyzer_in_turns(
         (tmp_path / deployment).mkdir()
         paths[deployment] = write_campaign(tmp_path / deployment, f"pool-{deployment}",
                                            inventory, ["h2"], accuracy=False, power=True,
-                                           scenarios=("Offline",))
+                                           scenarios=QUICK_POWER_SCENARIOS)
     workers = [subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "lab-pool",
                                  "--type", "process", "--name", f"w{i}"], env=env,
                                 stdout=(tmp_path / f"worker{i}.log").open("w"),

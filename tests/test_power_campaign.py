@@ -70,7 +70,7 @@ def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
     import yaml
 
     from flows.submission import submission
-    from tests.support.campaigns import write_campaign
+    from tests.support.campaigns import QUICK_POWER_SCENARIOS, write_campaign
 
     hosts = yaml.safe_load((lab_dir / "hosts.yaml").read_text())
     hosts["analyzers"] = [a.model_dump(mode="json", exclude_none=True)
@@ -79,12 +79,14 @@ def test_track_campaign_measures_but_keeps_power_out_of_the_tree(
         host["power"] = {"analyzer": ANALYZER}
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text(yaml.safe_dump(hosts, sort_keys=False))
-    path = write_campaign(tmp_path, "track-power", inventory, ["h2"], power=True)  # short
+    path = write_campaign(tmp_path, "track-power", inventory, ["h2"], power=True,  # short
+                          scenarios=QUICK_POWER_SCENARIOS)
     summary = submission(campaign_file=str(path))
     assert summary.runs == 3 and summary.passed == 3, summary.failed
     store = RunStore(tmp_path / "out" / "track-power" / "store")
     power = next(r for r in store.runs() if r.spec.kind is RunKind.POWER)
     assert power.verdict is not None and not power.verdict.submittable
     assert "tracking only" in next(c.detail for c in power.verdict.checks if c.name == "power")
-    performance = next(Path(summary.tree).glob("open/*/results/h2/*/Offline/performance"))
+    performance = next(Path(summary.tree).glob(
+        f"open/*/results/h2/*/{QUICK_POWER_SCENARIOS[0]}/performance"))
     assert not (performance / "power").exists()  # subrun's daemon never enters the tree

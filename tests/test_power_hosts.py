@@ -20,7 +20,7 @@ from bench.store import RunStore
 from flows import progress
 from lab.config import Inventory
 from power.lock import analyzer_lock
-from tests.support.campaigns import write_campaign
+from tests.support.campaigns import QUICK_POWER_SCENARIOS, write_campaign
 from tests.support.power_inventory import stop_lab_daemon, with_analyzers
 
 pytestmark = pytest.mark.lab
@@ -35,7 +35,7 @@ def test_two_hosts_sharing_an_analyzer_both_pass_one_after_the_other(
     inventory = with_analyzers(lab_dir / "hosts.yaml", tmp_path,
                                {"h2": "sim-wt310e", "h3": "sim-wt310e"})
     path = write_campaign(tmp_path, "shared-analyzer", inventory, ["h2", "h3"],
-                          accuracy=False, power=True)
+                          accuracy=False, power=True, scenarios=QUICK_POWER_SCENARIOS)
     ours = f"test-holder-{uuid.uuid4().hex[:8]}"
     ours_named = f"analyzer 'sim-wt310e' is in use by run {ours}"
     taken, named = threading.Event(), threading.Event()
@@ -114,7 +114,7 @@ def test_each_host_is_read_from_its_own_analyzer(prefect_api: None, lab_dir: Pat
                                        "host": "local", "port": port,
                                        "sim_file": str(heavy_sim(tmp_path))}])
     path = write_campaign(tmp_path, "own-analyzers", inventory, ["h2", "h3"],
-                          accuracy=False, power=True)
+                          accuracy=False, power=True, scenarios=QUICK_POWER_SCENARIOS)
     try:
         state = submission(campaign_file=str(path), return_state=True)
     finally:
