@@ -182,10 +182,9 @@ def prefect_api(request: pytest.FixtureRequest,
     with (pytest.MonkeyPatch.context() as env,
           patch("prefect.testing.utilities.mkdtemp", return_value=str(folder))):
         for name, value in _services_off(request.session).items():
-            env.setenv(name, value)  # read by the harness's server process only
+            env.setenv(name, value)  # read by the harness's server process as it starts
         with prefect_test_harness(server_startup_timeout=180):
-            for name in _services_off(request.session):
-                env.delenv(name)  # not by the servers the tests start themselves
+            env.undo()  # not by the servers the tests start themselves
             yield
 
 
