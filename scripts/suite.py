@@ -5,7 +5,7 @@
    other lab test on h2's pinned core, so no other test's load moves their figures.
 2. Beside it, in processes pinned to the cores the lab's pinned host leaves to the controller
    (so that h2's core stays the timing tests'), three lanes:
-   - `hostless` (the tests that need no lab host), then `lab-beside` (the lab modules marked
+   - `hostless` (the tests that need no lab host), then `lab-beside` (the lab tests marked
      `beside`, which compare no timing, in a lab lane whose SSH hosts run their containers on
      those cores too: `tests/conftest.py` lab_dir);
    - `hostless-waiting`: the host-free modules marked `waits`, which mostly wait (power-dev's
@@ -22,7 +22,7 @@
 
 The output of the parts beside another is printed when the suite ends. Without a pinned lab
 host (nothing to keep them off), the host-free tests follow the serial part, and the lab part
-(the `beside` modules with it) and lint follow them. Every part always runs; the exit status is
+(the `beside` tests with it) and lint follow them. Every part always runs; the exit status is
 the worst of them (`make test` is this script).
 
 Usage: scripts/suite.py [WORKERS] [-- extra pytest arguments]

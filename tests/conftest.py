@@ -44,10 +44,13 @@ SLOW_MODULES = {
 SERIAL_MODULES = {"test_compliance", "test_compliance_campaign", "test_tuning_sizing_lab",
                   "test_verdict"}
 
-# Lab modules that compare no timing, run in a lane of their own beside the serial part, on the
+# Lab tests that compare no timing, run in a lane of their own beside the serial part, on the
 # controller's cores (`scripts/suite.py`): their SSH hosts pin their containers there
-# (SUBRUN_LANE_CORES), so h2's own core stays the timing tests'.
-BESIDE_MODULES = {"test_training_lab"}
+# (SUBRUN_LANE_CORES), so h2's own core stays the timing tests'. The training campaign killed
+# mid-run (90 s) stays in the lab part: with it the lanes beside the serial part outlasted the
+# start of its last test's 60-s Server run (LAST), which needs them ended.
+BESIDE_TESTS = {"test_a_training_campaign_on_two_systems",
+                "test_a_host_that_holds_two_training_runs_at_once_runs_them_side_by_side"}
 
 # Host-free modules that mostly wait (power-dev's fixed pauses, a lease's time bounds): a lane of
 # their own beside the other host-free tests, on the same cores, which they leave nearly idle.
@@ -59,8 +62,8 @@ LONGEST_FIRST = (
     "test_deployment", "test_power_hosts", "test_deployment_states",
     "test_power_official_campaign", "test_tuning_lab", "test_link_campaign", "test_resume",
     "test_settle", "test_execute", "test_telemetry_lab", "test_cli_outcome",
-    "test_power_official_reattach", "test_controller_kills", "test_native", "test_cancel",
-    "test_lease_lab", "test_flow", "test_slots", "test_power_campaign",
+    "test_power_official_reattach", "test_controller_kills", "test_training_lab", "test_native",
+    "test_cancel", "test_lease_lab", "test_flow", "test_slots", "test_power_campaign",
 )
 
 
@@ -86,7 +89,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        if item.path.stem in BESIDE_MODULES:
+        if getattr(item, "originalname", item.name) in BESIDE_TESTS:
             item.add_marker(pytest.mark.beside)
         if item.path.stem in WAITING_MODULES:
             item.add_marker(pytest.mark.waits)
