@@ -46,6 +46,7 @@ RENEW_S = 15.0  # how often the taker renews its beat
 CHECK_S = 5  # how often the holder looks at its beat
 ANSWER_S = 20.0  # how long a taker waits for its holder to answer held or busy
 POLL_S = 2.0  # while waiting: how often to try again, and to look for a cancel
+RECORD_S = 0.2  # a lease whose holder's record cannot be read is looked at again this soon
 HOST_LEASE = "host"  # the lease a run holds on its host; an analyzer's: analyzer-<name>
 RELEASE_TRIES = 5  # a release cut by the link is sent again (the next command reconnects)
 log = logging.getLogger("subrun.lease")
@@ -273,6 +274,7 @@ def _release(lease: Lease, name: str) -> None:
 def _wait_for(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str], None],
               cancelled: threading.Event | None, bound_s: int) -> Lease:
     told: object = ()  # nobody named yet
+    looked_again = False  # at a lease whose record could not be read
     while True:
         if cancelled is not None and cancelled.is_set():
             raise RunCancelled(f"{holder.run or holder.campaign}: cancelled while waiting for "
@@ -290,6 +292,13 @@ def _wait_for(host: Host, name: str, holder: LeaseHolder, on_wait: Callable[[str
                      host.name, name, taken.holder.describe())
             take_over(host, name)
             continue
+        if taken.holder is None and not looked_again:
+            # its record is being written (a holder just took the lease) or removed (one
+            # letting go): look again in a moment rather than say "another controller"
+            looked_again = True
+            (cancelled or threading.Event()).wait(RECORD_S)
+            continue
+        looked_again = False
         if taken.holder != told:
             who = taken.holder.describe() if taken.holder else "another controller"
             on_wait(f"waiting: host '{host.name}' ({name} lease) is held by {who}")
