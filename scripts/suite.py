@@ -15,10 +15,11 @@
      submission tree's performance and TEST04 runs within 10 %), and a process of the idle
      class is starved for seconds at a time.
 3. `lab`: the other lab tests, in pytest-xdist workers, started as soon as the serial part
-   ends. Each worker takes whole modules, longest first (`--dist loadfile`, in the order of
-   `tests/conftest.py` LONGEST_FIRST), so a module's fixtures are made once; most of them wait
-   on LoadGen's fixed durations, Prefect servers, SSH links and an analyzer's pauses with a
-   core idle.
+   ends, their SSH hosts' containers on every core (SUBRUN_LANE_CORES): no timing test is left
+   to keep h2's core for. Each worker takes whole modules, longest first (`--dist loadfile`, in
+   the order of `tests/conftest.py` LONGEST_FIRST), so a module's fixtures are made once; most
+   of them wait on LoadGen's fixed durations, Prefect servers, SSH links and an analyzer's
+   pauses with a core idle.
 
 The output of the parts beside another is printed when the suite ends. Without a pinned lab
 host (nothing to keep them off), the host-free tests follow the serial part, and the lab part
@@ -168,7 +169,11 @@ def plan(workers: int, beside: tuple[int, ...], bin_dir: Path) -> Plan:
                        log=logged("lab-beside"),
                        env={"SUBRUN_TEST_LANE": "beside",
                             "SUBRUN_LANE_CORES": ",".join(map(str, beside))})
-    lab = Part("lab", ["-m", "lab and not serial and not beside", *spread])
+    # the timing tests have ended: h2's runs may use every core again (pinned, the lab part's
+    # containers queued on h2's core while the controller's stood a quarter idle)
+    every = ",".join(map(str, range(os.cpu_count() or 1)))
+    lab = Part("lab", ["-m", "lab and not serial and not beside", *spread],
+               env={"SUBRUN_LANE_CORES": every})
     return Plan([[serial], [hostless, lane_beside], [waiting], [lint]], [lab])
 
 

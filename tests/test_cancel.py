@@ -66,7 +66,7 @@ def test_on_cancellation_hook_stops_what_a_killed_flow_left_running(
     name = f"hooked-{uuid.uuid4().hex[:6]}"
     path = write_campaign(tmp_path, name, lab_dir / "hosts.yaml", ["h2"], accuracy=False)
     target = provisioned_target(lab_inventory, "h2", campaign=name)
-    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 30_000)
+    run = longer(planned(target, Scenario.OFFLINE, RunKind.PERFORMANCE), 8_000)
     store = RunStore(load_campaign(path).paths.store)
     record = store.start_attempt(run.spec)  # what the killed flow process left behind
     handle = remote.start(target, record, run_files(run.spec, RULES))
