@@ -30,7 +30,7 @@ log = logging.getLogger("subrun.telemetry")
 TRACE = "telemetry.jsonl"  # its name among an attempt's stored files
 TRACE_MAX_BYTES = 16 * 1024 * 1024  # about 8 days of samples on a 64-core host: far beyond a run
 MAX_SAMPLE_S = 7 * 24 * 3600  # a sampler whose run never ends stops itself after a week
-STOP_WAIT_S = 3.0  # a stopped sampler writes its last line within a second
+STOP_WAIT_S = 3.0  # a stopped sampler writes its last line at once, mid-sleep or not
 
 # sh -c SCRIPT sh OUT PID MODE MAX OWN: MODE cgroup (PID's cgroup is the run's) or session (the
 # processes of PID's session are the run's); OWN the run's cores as configured, else those PID
@@ -132,7 +132,9 @@ while :; do
     "${run:-null}" "$g" >> "$out"  # one write per line
   left=$((left - 1))
   if [ $stop = 1 ] || [ $left -le 0 ] || [ ! -d "/proc/$pid" ]; then break; fi
-  sleep 1
+  sleep 1 & nap=$!
+  wait "$nap"  # a trapped signal ends a wait at once, where a sleep in front would hold it
+  kill "$nap" 2>/dev/null
   [ $stop = 1 ] && continue
 done
 read -r s < "/proc/$$/stat"; set -- ${s##*") "}
@@ -176,7 +178,7 @@ def fetch(host: Host, rid: str, local_dir: Path) -> bool:
         return False
     if host.poll_detached(found).running:
         host.stop_detached(found)
-        if host.wait_detached(found, timeout_s=STOP_WAIT_S, poll_s=0.2).running:
+        if host.wait_detached(found, timeout_s=STOP_WAIT_S, poll_s=0.1).running:
             host.stop_detached(found, signal="KILL", reach="group")
     try:
         host.get(trace_path(host, rid), local, max_bytes=TRACE_MAX_BYTES)
