@@ -132,9 +132,10 @@ while :; do
     "${run:-null}" "$g" >> "$out"  # one write per line
   left=$((left - 1))
   if [ $stop = 1 ] || [ $left -le 0 ] || [ ! -d "/proc/$pid" ]; then break; fi
-  sleep 1 & nap=$!
-  wait "$nap"  # a trapped signal ends a wait at once, where a sleep in front would hold it
-  kill "$nap" 2>/dev/null
+  # a trapped signal ends a wait at once, where a sleep in front would hold it; the nap left
+  # then ends by itself within the second (killing it could hit a reused pid once it is reaped)
+  sleep 1 &
+  wait $!
   [ $stop = 1 ] && continue
 done
 read -r s < "/proc/$$/stat"; set -- ${s##*") "}
