@@ -57,9 +57,12 @@ BESIDE_TESTS = {"test_a_training_campaign_on_two_systems",
 WAITING_MODULES = {"test_power_dev", "test_lease"}
 
 # The longest modules (each 100-300 s under the parallel phase's load), started first so that
-# none of them is left running alone at the end while the other workers idle.
+# none of them is left running alone at the end while the other workers idle. The compliance
+# campaign leads the serial part: its Server runs then end before the lane beside it changes
+# from the host-free tests to the `beside` lab tests, whose start (an image built and shipped
+# by engines no lane pins) spills onto h2's core and failed every Server run there for a minute.
 LONGEST_FIRST = (
-    "test_deployment", "test_power_hosts", "test_deployment_states",
+    "test_compliance_campaign", "test_deployment", "test_power_hosts", "test_deployment_states",
     "test_power_official_campaign", "test_tuning_lab", "test_link_campaign", "test_resume",
     "test_settle", "test_execute", "test_telemetry_lab", "test_cli_outcome",
     "test_power_official_reattach", "test_controller_kills", "test_training_lab", "test_native",
