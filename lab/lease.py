@@ -95,7 +95,10 @@ rm -f "$d/answer.$t"
 RENEW = r"""[ -e "$1/beat.$2" ] && echo "$3" > "$1/beat.$2" && echo ok || echo lost"""
 
 # RELEASE d token: end our holder now (only while the pid is still the holder of d), and
-# return once it has let go, so that the host's next run takes the lease at its first try
+# return once it has let go, so that the host's next run takes the lease at its first try. An
+# exited holder has let go of the lock even while it waits to be reaped: the orphan belongs to
+# the target's init, which may reap it a second later (`kill -0` still finds a zombie), so a
+# zombie counts as gone.
 RELEASE = r"""
 d=$1; t=$2
 [ -e "$d/beat.$t" ] || exit 0
@@ -103,8 +106,10 @@ rm -f "$d/beat.$t"
 p=$(cat "$d/pid" 2>/dev/null)
 [ -n "$p" ] && tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "$t" || exit 0
 kill -TERM "$p"
+alive() { case $(sed -n 's/^State:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) in
+  ''|Z*) return 1;; esac; }
 i=0
-while kill -0 "$p" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
+while alive "$p" && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
 exit 0
 """
 
