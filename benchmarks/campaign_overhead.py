@@ -51,9 +51,12 @@ LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 BUDGET = 1.05
 QPS_HEADROOM = 1.6  # Offline target QPS over the warm-up throughput: the run outlasts min_duration
 LOG_LINE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) \| \w+\s*\| (.*)$")
-PHASES = [  # (label, pattern of the Prefect log line that ends the phase)
+PHASES = [  # (label, pattern of the Prefect log line that ends the phase; a phase whose line
+    # is missing is counted in the next one: Prefect logs its own temporary server's start, not
+    # the one `subrun run` boots beside its start-up, flows.private_api)
     ("CLI start-up: imports, campaign load", r"^prefect - Starting temporary server"),
-    ("ephemeral Prefect API start", r"^Flow run '[^']+' - Beginning flow run"),
+    ("CLI start-up and the temporary Prefect API (side by side)",
+     r"^Flow run '[^']+' - Beginning flow run"),
     ("pre-flight (LoadGen round, hosts reachable)", r"^Task run 'pre-flight-\w+' - Finished"),
     ("provision (images unchanged)", r"^Task run 'provision-\w+' - Finished"),
     ("describe (system descriptions)", r"^Task run 'describe-\w+' - Finished"),

@@ -11,6 +11,7 @@ from rich.table import Table
 from flows.cli_common import err, guarded, keep_off_local_runs, out, progress_bar, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
+from flows.private_api import private_api, wait_ready
 
 if TYPE_CHECKING:
     from flows.holders import Holder
@@ -131,6 +132,11 @@ def run_command(campaign: CampaignArg = None,
                 ) -> None:
     """Run a campaign end to end from this machine, no server needed; exit 1 if a run failed."""
     configure_prefect()
+    with private_api():  # boots while the campaign is read and checked
+        _run(campaign, history)
+
+
+def _run(campaign: Path | None, history: bool) -> None:
     from flows.cli_training import is_training, run_training
 
     if campaign is not None and is_training(campaign):  # `kind: training` in the file
@@ -142,6 +148,7 @@ def run_command(campaign: CampaignArg = None,
     from flows.states import outcome_of
     from flows.submission import submission
 
+    guarded(wait_ready)
     with progress_bar(f"campaign {ctx.campaign.name}", len(ctx.plan.runs)):
         # the flow run is Failed when a run failed; the outcome is its result either way
         outcome = guarded(lambda: outcome_of(submission(

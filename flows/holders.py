@@ -24,14 +24,18 @@ from prefect.client.schemas.objects import StateType
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.settings import PREFECT_API_URL
 
+from flows.private_api import is_private
+
 PREFIX = "subrun-slot-"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LIVE = {StateType.RUNNING, StateType.PENDING, StateType.CANCELLING, StateType.PAUSED}
 
 
 def server_in_use() -> bool:
-    """True when runs report to a Prefect server (not the ephemeral in-process API)."""
-    return bool(PREFECT_API_URL.value())
+    """True when runs report to a Prefect server (not a temporary API: Prefect's, or the one
+    the command started for itself, flows.private_api)."""
+    url = PREFECT_API_URL.value()
+    return bool(url) and not is_private(url)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ LAB = Path(os.environ.get("SUBRUN_LAB_DIR", ROOT / ".lab"))
 SLOW_MODULES = {
     "test_automation", "test_bad_input", "test_compliance", "test_digits_model",
     "test_hostile_target", "test_loadgen_log", "test_power_daemon", "test_power_dev",
-    "test_power_session", "test_power_status",
+    "test_power_session", "test_power_status", "test_private_api",
     "test_settle", "test_submission_checker", "test_submission_precheck",
     "test_submission_report", "test_submission_tree", "test_verdict",
 }

@@ -1,0 +1,145 @@
+"""A Prefect API of one `subrun` command's own, started before the command loads anything.
+
+Without a server, a flow call makes Prefect start a temporary API only when the flow begins:
+the command first imports and validates (about 3 s), then Prefect imports its server code into
+the command and boots the API in a subprocess (about 3 s more), one after the other. Started
+here, the same API (the same uvicorn app, database and settings Prefect's temporary server
+uses) boots on another core while the command imports and validates its campaign, and the
+command never imports the server code.
+
+It is still a temporary API, not a served one: `flows.holders.server_in_use` tells them apart
+(SUBRUN_PRIVATE_API names it), so a campaign behaves exactly as with Prefect's own temporary
+server: no slots on a server, no deployment cancellation to watch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import requests
+
+from lab.errors import SubrunError
+
+PRIVATE = "SUBRUN_PRIVATE_API"  # the URL of the command's own API, when it started one
+PORTS = range(8000, 9000)  # where Prefect's temporary servers listen too
+PORT_TAKEN = 3  # uvicorn's exit status when its port was taken meanwhile
+STOP_S = 5.0  # how long a stopped API may take to end before it is killed
+
+
+def is_private(url: str | None) -> bool:
+    """Whether url is this command's own API (then no server is in use)."""
+    return bool(url) and url == os.environ.get(PRIVATE)
+
+
+@contextmanager
+def private_api() -> Iterator[None]:
+    """Start the command's own API now, unless a server is configured; stop it when the
+    command ends. The flow waits for it when it first calls the API (`wait_ready`)."""
+    if os.environ.get("PREFECT_API_URL") or not _ephemeral_allowed():
+        yield
+        return
+    process, url = _start()
+    os.environ["PREFECT_API_URL"] = os.environ[PRIVATE] = url
+    try:
+        yield
+    finally:
+        _stop(process)
+        for name in ("PREFECT_API_URL", PRIVATE):
+            if os.environ.get(name) == url:
+                del os.environ[name]
+
+
+def wait_ready(timeout_s: float | None = None) -> None:
+    """Return once the command's own API answers (at once when it has none)."""
+    url = os.environ.get(PRIVATE)
+    if not url or url != os.environ.get("PREFECT_API_URL"):
+        return
+    limit = timeout_s or float(os.environ.get(
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))
+    deadline = time.monotonic() + limit
+    with requests.Session() as session:
+        while time.monotonic() < deadline:
+            try:
+                if session.get(f"{url}/health", timeout=2).ok:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+    raise SubrunError(f"The temporary Prefect API this command started at {url} did not "
+                      f"answer within {limit:.0f} s; the machine may be overloaded. Raise "
+                      "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or start a server "
+                      "(`subrun server start`) and export PREFECT_API_URL.")
+
+
+def _ephemeral_allowed() -> bool:
+    value = os.environ.get("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def _start() -> tuple[subprocess.Popen[bytes], str]:
+    """The API's process on a free loopback port (another one if it was taken meanwhile)."""
+    for _ in range(5):
+        port = _free_port()
+        process = _launch(port)
+        time.sleep(0.05)
+        if process.poll() != PORT_TAKEN:
+            return process, f"http://127.0.0.1:{port}/api"
+    raise SubrunError("No free loopback port for a temporary Prefect API in "
+                      f"{PORTS.start}-{PORTS.stop - 1}; start a server (`subrun server start`) "
+                      "and export PREFECT_API_URL.")
+
+
+def _free_port() -> int:
+    for _ in range(20):
+        port = random.choice(PORTS)
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return random.choice(PORTS)
+
+
+def _launch(port: int) -> subprocess.Popen[bytes]:
+    """Prefect's temporary server, as Prefect starts it (its app factory under uvicorn, the UI
+    off), without importing Prefect here."""
+    spec = importlib.util.find_spec("prefect")
+    assert spec is not None and spec.origin is not None
+    app_dir = Path(spec.origin).parent.parent
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT__SERVER_FINAL": "1"}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
+         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "error", "--lifespan", "on"],
+        env=env, stdin=subprocess.DEVNULL)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the API once Prefect has sent what it still holds (logs and events go in the
+    background): sent later, to an API that is gone, they would be retried for a minute."""
+    if process.poll() is not None:
+        return
+    if "prefect" in sys.modules:
+        from prefect.events.worker import EventsWorker
+        from prefect.logging.handlers import APILogWorker
+
+        for worker in (APILogWorker, EventsWorker):
+            worker.drain_all(timeout=STOP_S)
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
