@@ -36,16 +36,14 @@ InventoryArg = Annotated[
 def hosts_check(file: InventoryArg = None) -> None:
     """Validate hosts.yaml, then connect to every host and report what a campaign needs."""
     from lab.config import load_inventory
-    from lab.probe import probe
+    from lab.probe import probe_all
 
     inventory = guarded(lambda: load_inventory(file))
     table = Table(title=f"hosts in {file or 'the embedded default'}")
     for column in ("host", "transport", "reachable", "docker", "free GB", "clock offset s"):
         table.add_column(column)
-    reports = []
-    for config in inventory.hosts:
-        report = probe(config)
-        reports.append(report)
+    reports = probe_all(inventory.hosts)
+    for config, report in zip(inventory.hosts, reports, strict=True):
         table.add_row(
             report.name,
             config.transport,

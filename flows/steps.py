@@ -32,7 +32,7 @@ from lab.docker import Engine
 from lab.errors import ConfigError, ConnectError, NotCompared
 from lab.host import Host
 from lab.lease import HOST_LEASE
-from lab.probe import probe
+from lab.probe import probe_all
 from lab.provision import ProvisionResult, provision
 from lab.transport import open_host
 from power.lock import lock_holder
@@ -56,7 +56,8 @@ from submission.tarball import Tarball, pack
 def check_ready(ctx: CampaignContext) -> str:
     """Refuse early: a LoadGen of another round, unreachable hosts, a missing analyzer."""
     build = require_loadgen_round(ctx.campaign.round)
-    down = [r for r in (probe(ctx.inventory.host(h)) for h in ctx.plan.hosts()) if not r.reachable]
+    reports = probe_all([ctx.inventory.host(h) for h in ctx.plan.hosts()])
+    down = [r for r in reports if not r.reachable]
     if down:
         raise ConnectError("Cannot start the campaign: " + " ".join(r.problems[0] for r in down))
     for name in ctx.plan.hosts():  # a pinned core the host lacks is refused before any run

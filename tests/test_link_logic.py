@@ -168,3 +168,32 @@ def test_a_probe_cut_by_the_link_starts_over_until_the_outage_budget_is_spent(
     short = config.model_copy(update={"outage_budget_s": 0.2})
     report = probing.probe(short, pause_s=0.05)
     assert not report.reachable and "cut" in report.problems[0]
+
+
+def test_hosts_are_probed_side_by_side_and_reported_in_their_order(monkeypatch: Any) -> None:
+    """Each host's probe waits at a barrier for the other's: probed one after the other, the
+    first would wait alone until the barrier breaks."""
+    import threading
+
+    from lab import probe as probing
+    from lab.config import HostConfig
+    from testkit.fake_host import Call, FakeHost, Reply
+
+    both = threading.Barrier(2, timeout=30)
+
+    def docker_version(call: Call) -> Reply:
+        both.wait()
+        return Reply(stdout="26.1.5\n")
+
+    def host(config: HostConfig) -> FakeHost:
+        fake = FakeHost(config.name)
+        fake.on(["docker", "version"], docker_version)
+        fake.on(["date"], Reply(stdout=f"{time.time():.6f}\n"))
+        return fake
+
+    monkeypatch.setattr(probing, "open_host", host)
+    configs = [HostConfig(name=n, address="192.0.2.1") for n in ("b", "a")]
+    reports = probing.probe_all(configs)
+    assert [r.name for r in reports] == ["b", "a"]
+    assert all(r.reachable and r.docker == "26.1.5" for r in reports), reports
+    assert not both.broken
