@@ -174,13 +174,8 @@ def fetch(host: Host, rid: str, local_dir: Path) -> bool:
         log.warning("host '%s', run %s: the run wrote a file named %s itself; it is not kept",
                     host.name, rid, TRACE)
         local.unlink()
-    found = host.find_detached(process_name(rid))
-    if found is None:
+    if not host.end_detached(process_name(rid), wait_s=STOP_WAIT_S):
         return False
-    if host.poll_detached(found).running:
-        host.stop_detached(found)
-        if host.wait_detached(found, timeout_s=STOP_WAIT_S, poll_s=0.1).running:
-            host.stop_detached(found, signal="KILL", reach="group")
     try:
         host.get(trace_path(host, rid), local, max_bytes=TRACE_MAX_BYTES)
     except TransferFailed as e:  # none written, or not a plain file: the run has no trace
@@ -202,7 +197,4 @@ def remove(host: Host, rid: str) -> None:
 
 
 def _remove(host: Host, rid: str) -> None:
-    found = host.find_detached(process_name(rid))
-    if found is not None and host.poll_detached(found).running:
-        host.stop_detached(found, signal="KILL", reach="group")
-    host.run(["rm", "-rf", host.detached_dir(process_name(rid))], timeout_s=60)
+    host.end_detached(process_name(rid), wait_s=0, remove=True)

@@ -230,6 +230,15 @@ class Host(ABC):
                            str(handle.pid), signal, reach], check=False, timeout_s=30)
         return result.stdout.strip() == "signalled"
 
+    def end_detached(self, name: str, *, wait_s: float, remove: bool = False) -> bool:
+        """End the detached process started under name, if it still runs, in one round trip:
+        TERM to its wrapper, its whole group killed if it outlives wait_s; then remove its
+        state folder when asked. False when no process was recorded under name."""
+        result = self.run(["sh", "-c", supervisor.END, "sh", self.detached_dir(name),
+                           str(max(0, round(wait_s / 0.05))), "yes" if remove else "no"],
+                          timeout_s=wait_s + 30)
+        return result.stdout.strip() == "ended"
+
     def detached_log(self, handle: Detached) -> str:
         """Everything the detached process wrote to stdout and stderr so far."""
         return self.run(["cat", handle.log_path], check=False, timeout_s=60).stdout

@@ -74,3 +74,23 @@ case $reach in
 esac
 echo signalled
 """
+
+# END d ticks remove: end the process of folder d in one round trip: TERM to its wrapper (while
+# the pid is still the wrapper of d), up to `ticks` waits of 0.05 s for it to record its exit,
+# then KILL to its whole group if it is still there; remove d when remove is "yes". Prints
+# "none" when d records no process, "ended" otherwise.
+END = _OURS + r"""
+d=$1; ticks=$2; remove=$3
+p=$(cat "$d/pid" 2>/dev/null)
+case $p in
+  ''|*[!0-9]*) [ "$remove" = yes ] && rm -rf "$d"; echo none; exit 0 ;;
+esac
+if ours "$p"; then
+  kill -TERM "$p" 2>/dev/null
+  i=0
+  while [ ! -s "$d/exit" ] && ours "$p" && [ $i -lt "$ticks" ]; do sleep 0.05; i=$((i+1)); done
+  ! ours "$p" || kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+fi
+[ "$remove" = yes ] && rm -rf "$d"
+echo ended
+"""

@@ -215,6 +215,15 @@ class FakeHost(Host):
         process.ended = SIGNAL_EXIT.get(signal, 128 + 15)
         return True
 
+    def end_detached(self, name: str, *, wait_s: float, remove: bool = False) -> bool:
+        process = self._processes.get(name)
+        if process is not None and self._status(process).running:
+            process.ended = SIGNAL_EXIT["TERM"]
+        if remove:
+            self._processes.pop(name, None)
+            self.run(["rm", "-rf", self.detached_dir(name)])
+        return process is not None
+
     def detached_log(self, handle: Detached) -> str:
         reply = self._processes[handle.name].reply
         return reply.stdout + reply.stderr

@@ -174,6 +174,19 @@ def test_detached_process_can_be_stopped(any_host: Host) -> None:
     assert status.exit_status not in (None, 0)
 
 
+def test_a_detached_process_is_ended_and_its_folder_removed_in_one_call(any_host: Host
+                                                                        ) -> None:
+    handle = any_host.start_detached(["sleep", "60"], name="t3")
+    assert any_host.end_detached("t3", wait_s=5)
+    status = any_host.poll_detached(handle)
+    assert not status.running and status.exit_status not in (None, 0)
+    assert any_host.end_detached("t3", wait_s=5)  # ended already: nothing left to signal
+    assert any_host.end_detached("t3", wait_s=0, remove=True)
+    assert not any_host.exists(any_host.detached_dir("t3"))
+    assert any_host.find_detached("t3") is None
+    assert not any_host.end_detached("never-started", wait_s=1)
+
+
 @pytest.mark.parametrize("stranger", ["other command", "same folder, started later"])
 def test_a_recorded_pid_now_of_another_process_is_never_signalled(real_host: Host,
                                                                   stranger: str) -> None:
@@ -193,6 +206,7 @@ def test_a_recorded_pid_now_of_another_process_is_never_signalled(real_host: Hos
         assert real_host.poll_detached(handle).lost  # not running: that process is not ours
         for reach in ("wrapper", "group", "children"):
             assert real_host.stop_detached(handle, signal="KILL", reach=reach) is False
+        assert real_host.end_detached("stale", wait_s=0)  # recorded, but not signalled
         time.sleep(0.2)
         assert proc.poll() is None
     finally:
@@ -208,6 +222,16 @@ def test_a_run_that_ignores_term_is_killed_with_its_whole_group(
     script = f"trap '' TERM; sleep 60; : {real_host.work_dir}"
     handle = real_host.start_detached(["sh", "-c", script], name="stubborn")
     native._stop(real_host, handle)  # TERM is ignored, so KILL goes to the process group
+    assert not real_host.poll_detached(handle).running
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]
+
+
+def test_ending_a_detached_process_that_ignores_term_kills_its_whole_group(
+        real_host: Host) -> None:
+    script = f"trap '' TERM; sleep 60; : {real_host.work_dir}"
+    handle = real_host.start_detached(["sh", "-c", script], name="stubborn-end")
+    assert real_host.end_detached("stubborn-end", wait_s=0.5)
     assert not real_host.poll_detached(handle).running
     time.sleep(0.3)
     assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]
