@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,6 +38,7 @@ from lab.config import HostConfig
 from lab.host import Host
 
 Value = str | int
+COLLECTORS_AT_ONCE = 4  # with a run's own commands beside them, well under sshd's MaxSessions (10)
 
 
 class HostFacts(Facts):
@@ -64,21 +66,29 @@ class Detected(BaseModel):
 
 
 def detect(host: Host, config: HostConfig, images: Sequence[str] = ()) -> HostFacts:
-    """Run every collector on host; images are the benchmark images whose stack is described."""
-    stacks = [software.collect(host, config.docker, image) for image in images]
+    """Run every collector on host; images are the benchmark images whose stack is described.
+
+    The collectors only read, so they run side by side over the host's connection (a few at a
+    time: sshd serves a bounded number of sessions per connection): about twenty short commands
+    cost the round trips of the longest collector instead of all of them, before a campaign's
+    first run."""
+    wanted: list[str | None] = list(images)
     if not images and not config.docker.engine:
-        stacks = [software.collect(host, config.docker, None)]  # native runs: the host's Python
-    return HostFacts(
-        cpu=cpu.collect(host),
-        memory=memory.collect(host),
-        storage=storage.collect(host),
-        accelerators=accelerators.collect(host),
-        network=network.collect(host),
-        os=osinfo.collect(host),
-        docker=docker_engine.collect(host, config.docker),
-        machine=machine.collect(host, config.work_dir),
-        software=tuple(stacks),
-    )
+        wanted = [None]  # native runs: the host's Python
+    with ThreadPoolExecutor(max_workers=COLLECTORS_AT_ONCE,
+                            thread_name_prefix=f"describe-{host.name}") as pool:
+        stacks = [pool.submit(software.collect, host, config.docker, image) for image in wanted]
+        cpu_f, memory_f = pool.submit(cpu.collect, host), pool.submit(memory.collect, host)
+        storage_f = pool.submit(storage.collect, host)
+        accelerators_f = pool.submit(accelerators.collect, host)
+        network_f, os_f = pool.submit(network.collect, host), pool.submit(osinfo.collect, host)
+        docker_f = pool.submit(docker_engine.collect, host, config.docker)
+        machine_f = pool.submit(machine.collect, host, config.work_dir)
+        return HostFacts(
+            cpu=cpu_f.result(), memory=memory_f.result(), storage=storage_f.result(),
+            accelerators=accelerators_f.result(), network=network_f.result(),
+            os=os_f.result(), docker=docker_f.result(), machine=machine_f.result(),
+            software=tuple(future.result() for future in stacks))
 
 
 def detected_fields(facts: HostFacts) -> dict[str, Detected]:
