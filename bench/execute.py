@@ -204,6 +204,7 @@ def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: Roun
         return judge_collected(record, store, rules, references, target)
     handle = remote.find(target, record)
     if handle is None:
+        _forget_unstarted(target, record)
         return store.update(record.key, record.attempt, state=RunState.LOST,
                             finished_at=datetime.now(UTC),
                             error=f"Attempt {record.attempt} of {record.spec.label} was marked "
@@ -212,6 +213,18 @@ def _reattach(target: RunTarget, record: RunRecord, store: RunStore, rules: Roun
     log.info("%s: reattached to attempt %d on host '%s' (%s %s)", record.spec.label,
              record.attempt, target.config.name, target.runner.what, handle.name)
     return _finish(target, record, handle, store, rules, references, timeout_s)
+
+
+def _forget_unstarted(target: RunTarget, record: RunRecord) -> None:
+    """A lost attempt's directory would show as left on the host in `subrun status`."""
+    try:
+        if not remote.forget_unstarted(target, record):
+            log.warning("%s: attempt %d's run directory on host '%s' holds output of a run "
+                        "nobody collected; it is left there", record.spec.label,
+                        record.attempt, target.config.name)
+    except SubrunError as e:  # a cut link: the folder stays, the attempt is lost either way
+        log.warning("%s: attempt %d's run directory on host '%s' not removed: %s",
+                    record.spec.label, record.attempt, target.config.name, e)
 
 
 def _finish(target: RunTarget, record: RunRecord, handle: RunHandle, store: RunStore,

@@ -262,6 +262,20 @@ def collect(target: RunTarget, handle: RunHandle, local_dir: Path) -> str:
     return target.runner.output_tail(target, handle.process, 40)[-TAIL_MAX_CHARS:]
 
 
+# the run directory goes only while its output folder is empty: nothing ran in it
+UNSTARTED_RM = '[ -z "$(ls -A "$1/$2" 2>/dev/null)" ] && rm -rf "$1"; [ ! -e "$1" ] && echo gone'
+
+
+def forget_unstarted(target: RunTarget, record: RunRecord, phase: str = "") -> bool:
+    """Remove the run directory of an attempt whose container or process is gone (a controller
+    killed between writing the directory and starting it), unless its output folder holds
+    anything: what a run wrote is left for a person to look at. True when none is left."""
+    run_dir = remote_run_dir(target, record.id.name(target.campaign, phase))
+    result = target.host.run(["sh", "-c", UNSTARTED_RM, "sh", run_dir, OUTPUT_DIR],
+                             check=False, timeout_s=60)
+    return result.stdout.strip() == "gone"
+
+
 def discard(target: RunTarget, handle: RunHandle) -> None:
     """Remove the container or process and the run directory (only after collection)."""
     target.runner.remove(target, handle.process)

@@ -236,3 +236,25 @@ def test_collected_but_unjudged_attempt_is_judged_not_rerun(h2_target: RunTarget
     assert final.attempt == 1 and final.state == "finished"
     assert final.verdict is not None and final.verdict.passed
     assert len(store.attempts(run.spec.key)) == 1
+
+
+@pytest.mark.parametrize("output", ["", "mlperf_log_detail.txt"])
+def test_an_attempt_killed_before_its_container_started_is_lost_and_leaves_nothing(
+        h2_target: RunTarget, tmp_path: Path, output: str) -> None:
+    """The controller died between writing the run directory and starting the container: the
+    attempt is recorded lost, its directory removed (unless a run wrote output into it, which
+    stays for a person to look at), and the run starts again as the next attempt."""
+    store = RunStore(tmp_path / "store")
+    run = longer(planned(h2_target, Scenario.OFFLINE, RunKind.PERFORMANCE), 1000)
+    record = store.start_attempt(run.spec)
+    run_dir = remote_run_dir(h2_target, record.id.name(h2_target.campaign))
+    h2_target.host.run(["sh", "-c", 'mkdir -p "$1/output" && echo x > "$1/user.conf"'
+                        + (f' && echo y > "$1/output/{output}"' if output else ""), "sh",
+                        run_dir])
+    final = execute(h2_target, run, store, RULES)
+    lost, done = store.attempts(run.spec.key)
+    assert lost.state == "lost" and not lost.files and "gone from the target" in lost.error
+    assert done == final and final.attempt == 2 and final.verdict and final.verdict.passed
+    assert h2_target.host.exists(run_dir) == bool(output)
+    if output:
+        h2_target.host.run(["rm", "-rf", run_dir])
