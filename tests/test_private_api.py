@@ -4,32 +4,49 @@ ends; and not started at all when a server is configured."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
-import requests
 
 from flows.private_api import PRIVATE, private_api, wait_ready
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# a command's process, as `subrun run` is one: the API started before Prefect is imported
+COMMAND = """
+import json, os, psutil, requests
+from flows.private_api import PRIVATE, private_api, wait_ready
+with private_api():
+    from flows.holders import server_in_use
+    wait_ready()
+    url = os.environ["PREFECT_API_URL"]
+    print(json.dumps({"url": url, "private": os.environ.get(PRIVATE),
+                      "health": requests.get(url + "/health", timeout=5).ok,
+                      "in_use": server_in_use(),
+                      "api": [p.pid for p in psutil.Process().children(recursive=True)
+                              if "uvicorn" in p.cmdline()]}), flush=True)
+print(json.dumps({"after": os.environ.get("PREFECT_API_URL")}), flush=True)
+"""
+
 
 def test_the_commands_own_api_answers_is_not_a_server_and_ends_with_the_command(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with private_api():
-        url = os.environ["PREFECT_API_URL"]
-        assert os.environ[PRIVATE] == url and url.startswith("http://127.0.0.1:")
-        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-        assert len(started) == 1 and "uvicorn" in started[0].cmdline()
-        wait_ready()
-        assert requests.get(f"{url}/health", timeout=5).ok
-        from flows.holders import server_in_use
-
-        assert not server_in_use()  # no slots, no deployment cancellation to watch
-    assert "PREFECT_API_URL" not in os.environ and PRIVATE not in os.environ
-    assert not started[0].is_running()
+        tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", PRIVATE)}
+    env["PREFECT_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", COMMAND], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    inside, after = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    assert inside["url"] == inside["private"] and inside["url"].startswith("http://127.0.0.1:")
+    assert inside["health"] and not inside["in_use"]  # no slots, no cancellation to watch
+    assert len(inside["api"]) == 1 and not psutil.pid_exists(inside["api"][0])
+    assert after["after"] is None
 
 
 def test_a_configured_server_is_used_and_nothing_is_started(
