@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -33,6 +34,8 @@ PRIVATE = "SUBRUN_PRIVATE_API"  # the URL of the command's own API, when it star
 PORTS = range(8000, 9000)  # where Prefect's temporary servers listen too
 PORT_TAKEN = 3  # uvicorn's exit status when its port was taken meanwhile
 STOP_S = 5.0  # how long a stopped API may take to end before it is killed
+SETTINGS_OF_THE_API = ("PREFECT_API_URL", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE")
+SETTINGS_FILES = (".env", "prefect.toml", "pyproject.toml")  # read by Prefect in the cwd
 
 
 def is_private(url: str | None) -> bool:
@@ -44,8 +47,8 @@ def is_private(url: str | None) -> bool:
 def private_api() -> Iterator[None]:
     """Start the command's own API now, unless a server is configured; stop it when the
     command ends. The flow waits for it when it first calls the API (`wait_ready`)."""
-    if os.environ.get("PREFECT_API_URL") or not _ephemeral_allowed():
-        yield
+    if os.environ.get("PREFECT_API_URL") or not _ephemeral_allowed() or _set_elsewhere():
+        yield  # Prefect decides, as it would without subrun
         return
     process, url = _start()
     os.environ["PREFECT_API_URL"] = os.environ[PRIVATE] = url
@@ -83,6 +86,31 @@ def wait_ready(timeout_s: float | None = None) -> None:
 def _ephemeral_allowed() -> bool:
     value = os.environ.get("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "true").strip().lower()
     return value not in ("0", "false", "no", "off")
+
+
+def _set_elsewhere() -> bool:
+    """Whether Prefect may find its API (or whether a temporary one is allowed) somewhere other
+    than the environment: the active profile, or a settings file in this directory. Such a
+    setting would be hidden by the URL set here, so the command leaves the API to Prefect."""
+    home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")).expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH", home / "profiles.toml"))
+    try:
+        data = tomllib.loads(profiles.read_text()) if profiles.is_file() else {}
+    except (OSError, tomllib.TOMLDecodeError):
+        return True  # unreadable: whatever it says, Prefect reads it
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    profile = data.get("profiles", {}).get(active, {})
+    if any(key in profile for key in SETTINGS_OF_THE_API):
+        return True
+    return any(_mentions_api(Path(name)) for name in SETTINGS_FILES)
+
+
+def _mentions_api(path: Path) -> bool:
+    try:
+        text = path.read_text(errors="replace") if path.is_file() else ""
+    except OSError:
+        return True
+    return "PREFECT_API_URL" in text or "[api]" in text or "tool.prefect" in text
 
 
 def _start() -> tuple[subprocess.Popen[bytes], str]:

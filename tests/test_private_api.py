@@ -59,3 +59,25 @@ def test_a_configured_server_is_used_and_nothing_is_started(
         assert PRIVATE not in os.environ
         wait_ready()  # nothing of its own to wait for
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+@pytest.mark.parametrize("where", ["profile", "prefect.toml"])
+def test_an_api_set_in_a_profile_or_settings_file_is_left_to_prefect(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    monkeypatch.delenv(PRIVATE, raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path)
+    url = 'PREFECT_API_URL = "http://127.0.0.1:4200/api"\n'
+    if where == "profile":
+        (tmp_path / "home" / "profiles.toml").write_text(
+            f'active = "lab"\n[profiles.lab]\n{url}[profiles.ephemeral]\n')
+    else:
+        (tmp_path / "prefect.toml").write_text('[api]\nurl = "http://127.0.0.1:4200/api"\n')
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with private_api():
+        assert "PREFECT_API_URL" not in os.environ and PRIVATE not in os.environ
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
