@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -31,11 +30,11 @@ import requests
 from lab.errors import SubrunError
 
 PRIVATE = "SUBRUN_PRIVATE_API"  # the URL of the command's own API, when it started one
-PORTS = range(8000, 9000)  # where Prefect's temporary servers listen too
-PORT_TAKEN = 3  # uvicorn's exit status when its port was taken meanwhile
+BACKLOG = 128  # connections the API's socket queues while it boots
 STOP_S = 5.0  # how long a stopped API may take to end before it is killed
 SETTINGS_OF_THE_API = ("PREFECT_API_URL", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE")
 SETTINGS_FILES = (".env", "prefect.toml", "pyproject.toml")  # read by Prefect in the cwd
+_STARTED: dict[str, subprocess.Popen[bytes]] = {}  # this process's own API, by its URL
 
 
 def is_private(url: str | None) -> bool:
@@ -56,6 +55,7 @@ def private_api() -> Iterator[None]:
         yield
     finally:
         _stop(process)
+        _STARTED.pop(url, None)
         for name in ("PREFECT_API_URL", PRIVATE):
             if os.environ.get(name) == url:
                 del os.environ[name]
@@ -69,8 +69,15 @@ def wait_ready(timeout_s: float | None = None) -> None:
     limit = timeout_s or float(os.environ.get(
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))
     deadline = time.monotonic() + limit
+    process = _STARTED.get(url)
     with requests.Session() as session:
         while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise SubrunError(f"The temporary Prefect API this command started at {url} "
+                                  f"exited with status {process.returncode} before it answered "
+                                  "(its error is printed above); run the command again, or "
+                                  "start a server (`subrun server start`) and export "
+                                  "PREFECT_API_URL.")
             try:
                 if session.get(f"{url}/health", timeout=2).ok:
                     return
@@ -114,31 +121,18 @@ def _mentions_api(path: Path) -> bool:
 
 
 def _start() -> tuple[subprocess.Popen[bytes], str]:
-    """The API's process on a free loopback port (another one if it was taken meanwhile)."""
-    for _ in range(5):
-        port = _free_port()
-        process = _launch(port)
-        time.sleep(0.05)
-        if process.poll() != PORT_TAKEN:
-            return process, f"http://127.0.0.1:{port}/api"
-    raise SubrunError("No free loopback port for a temporary Prefect API in "
-                      f"{PORTS.start}-{PORTS.stop - 1}; start a server (`subrun server start`) "
-                      "and export PREFECT_API_URL.")
+    """The API's process, serving on a loopback socket bound here and handed to it: the port is
+    the API's from the start, so nothing else can take it while the API boots."""
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(BACKLOG)
+        process = _launch(sock.fileno())
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/api"
+    _STARTED[url] = process
+    return process, url
 
 
-def _free_port() -> int:
-    for _ in range(20):
-        port = random.choice(PORTS)
-        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    return random.choice(PORTS)
-
-
-def _launch(port: int) -> subprocess.Popen[bytes]:
+def _launch(fd: int) -> subprocess.Popen[bytes]:
     """Prefect's temporary server, as Prefect starts it (its app factory under uvicorn, the UI
     off), without importing Prefect here."""
     spec = importlib.util.find_spec("prefect")
@@ -149,9 +143,9 @@ def _launch(port: int) -> subprocess.Popen[bytes]:
     env.pop("PREFECT_API_URL", None)
     return subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
-         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "error", "--lifespan", "on"],
-        env=env, stdin=subprocess.DEVNULL)
+         "prefect.server.api.server:create_app", "--fd", str(fd), "--log-level", "error",
+         "--lifespan", "on"],
+        env=env, stdin=subprocess.DEVNULL, pass_fds=(fd,))
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

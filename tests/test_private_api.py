@@ -81,3 +81,18 @@ def test_an_api_set_in_a_profile_or_settings_file_is_left_to_prefect(
     with private_api():
         assert "PREFECT_API_URL" not in os.environ and PRIVATE not in os.environ
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_an_api_that_exits_while_booting_is_one_clear_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from flows import private_api as module
+    from lab.errors import SubrunError
+
+    for name in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH", PRIVATE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(module, "_launch", lambda fd: subprocess.Popen(
+        [sys.executable, "-c", "raise SystemExit(3)"]))
+    with private_api(), pytest.raises(SubrunError, match="exited with status 3 before it"):
+        wait_ready(timeout_s=60)
