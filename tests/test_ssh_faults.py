@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,17 @@ def test_detached_process_survives_the_connection(ssh_config: HostConfig, tmp_pa
     status = later.wait_detached(handle, timeout_s=30)
     assert status.exit_status == 4
     assert marker.exists()
+
+
+def test_the_link_sends_each_packet_at_once(ssh_config: HostConfig, tmp_path: Path) -> None:
+    """Nagle's algorithm is off on the connection, as after every reconnection: with it on,
+    a channel open waits for sshd's delayed acknowledgement (about 40 ms) on every command."""
+    host = fresh(ssh_config, tmp_path)
+    for _ in range(2):
+        assert host.run(["echo", "up"]).stdout == "up\n"
+        link = host.connect()
+        assert link.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        link.close()  # the next command reconnects
 
 
 def test_command_cut_by_dropped_connection_is_reported(ssh_config: HostConfig,
