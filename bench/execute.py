@@ -10,8 +10,9 @@ attempt running and propagates: the caller may retry later, which reattaches. An
 verdict proposes new settings is re-run as a new attempt, up to the campaign's bound; a
 compliance test always runs at the load of the performance attempt it is compared with
 (`compared_spec`), never at settings of its own. Every new attempt starts after the host's
-settle time, so one run's heat and caches do not flow into the next. Compliance tests are not
-re-run here: bench.settle decides which run of a set to repeat.
+settle time (counted from the end of the host's last run), so one run's heat and caches do
+not flow into the next. Compliance tests are not re-run here: bench.settle decides which run
+of a set to repeat.
 """
 
 from __future__ import annotations
@@ -178,7 +179,11 @@ def short_share(spec: RunSpec, rules: RoundRules) -> float:
 def _new_attempt(target: RunTarget, spec: RunSpec, key: str, store: RunStore,
                  rules: RoundRules, references: Mapping[RunKind, RunRecord] | None,
                  timeout_s: float) -> RunRecord:
+    # the host has been idle since its last run's workload ended (collecting it, judging it
+    # and handing the host over load it no more than the wait does): only the rest is waited
     settle_s = target.config.settle_s
+    if settle_s:
+        settle_s = max(0.0, settle_s - remote.idle_s(target))
     time.sleep(settle_s)
     _unless_cancelled(target, spec)  # nothing new starts once the campaign is cancelled
     record = store.start_attempt(spec, key=key)

@@ -204,7 +204,9 @@ class RunRecord(BaseModel):
     log_tail: str = ""  # last lines of the container/process output
     verdict: Verdict | None = None
     error: str = ""  # why the attempt failed before it could be judged
-    settle_s: float = 0.0  # seconds the host was left idle before this attempt started
+    # seconds this attempt waited for its host to settle: hosts.yaml settle_s, less what the
+    # host had already been idle since its last run ended
+    settle_s: float = 0.0
     reverifies: int | None = None  # this attempt re-verifies the logs collected by that attempt
     references: dict[str, int] = Field(default_factory=dict)  # kind -> attempt verified against
     # why a passing performance attempt no longer stands (a lucky measurement; bench.settle)

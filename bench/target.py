@@ -19,6 +19,8 @@ import shutil
 import tarfile
 import tempfile
 import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -242,7 +244,21 @@ def find(target: RunTarget, record: RunRecord, phase: str = "") -> RunHandle | N
 
 def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> ProcessEnd:
     """Wait for the attempt to end; past the deadline it is stopped and reported running."""
-    return target.runner.wait(target, handle.process, timeout_s)
+    try:
+        return target.runner.wait(target, handle.process, timeout_s)
+    finally:  # ended, or stopped at its deadline: either way it no longer loads the host
+        _ENDED[target.host] = time.monotonic()
+
+
+# when this controller last saw a run's workload end on a host (time.monotonic())
+_ENDED: weakref.WeakKeyDictionary[Host, float] = weakref.WeakKeyDictionary()
+
+
+def idle_s(target: RunTarget) -> float:
+    """Seconds since a run's workload last ended on the target's host, as far as this
+    controller knows; 0 when it saw none end there (another process's run may just have)."""
+    ended = _ENDED.get(target.host)
+    return 0.0 if ended is None else time.monotonic() - ended
 
 
 def stop(target: RunTarget, handle: RunHandle, grace_s: float) -> None:

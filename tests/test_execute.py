@@ -7,10 +7,12 @@ audit.config left behind by a crash (never turns a later run into a compliance r
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from bench.run import Check, RunKind, RunRecord, Scenario
 from bench.store import RunStore
 from bench.target import RunTarget, remote_run_dir
 from lab.config import Inventory
+from lab.docker import LABEL_CAMPAIGN
 from lab.ssh import SshHost
 from tests.conftest import lab_pid
 from tests.support.sshd_sessions import serving
@@ -91,6 +94,30 @@ def compliance_check(record: RunRecord) -> Check:
 
 
 @pytest.mark.serial  # TEST04 is held to +-10 % of its reference's measurement
+def test_the_settle_time_counts_from_the_last_run_s_end_and_is_kept_whole(
+        h2_target: RunTarget, tmp_path: Path) -> None:
+    """Collecting, judging and handing over the host count towards its settle time: the next
+    attempt waits only the rest, yet its container starts at least settle_s after the last one
+    ended (the engine's own die and start events)."""
+    settle_s = 2.0
+    target = replace(h2_target, campaign=f"{h2_target.campaign}-settle",
+                     config=h2_target.config.model_copy(update={"settle_s": settle_s}))
+    store = RunStore(tmp_path / "store")
+    began = time.time()
+    records = [execute(target, planned(target, scenario, RunKind.ACCURACY), store, RULES)
+               for scenario in (Scenario.OFFLINE, Scenario.SINGLE_STREAM)]
+    assert all(r.verdict is not None and r.verdict.passed for r in records), records
+    assert 0 < records[1].settle_s < settle_s  # the first attempt knew of no run before it
+    events = target.engine.docker(
+        ["events", "--since", str(int(began) - 1), "--until", str(int(time.time()) + 1),
+         "--filter", f"label={LABEL_CAMPAIGN}={target.campaign}", "--format", "{{json .}}"],
+        what="reading the test's container events").stdout.splitlines()
+    times = {(json.loads(e)["Actor"]["Attributes"]["name"], json.loads(e)["Action"]):
+             json.loads(e)["timeNano"] / 1e9 for e in events}
+    first, second = (f"subrun-{r.id.name(target.campaign)}" for r in records)
+    assert times[(second, "start")] - times[(first, "die")] >= settle_s
+
+
 def test_compliance_run_after_its_references(h2_target: RunTarget, tmp_path: Path) -> None:
     """TEST04 in the Server scenario, whose score is the rate LoadGen schedules queries at, so
     the loads decide the verdict: run at 0.97 x its reference's load it passes; its same logs
