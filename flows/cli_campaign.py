@@ -11,7 +11,7 @@ from rich.table import Table
 from flows.cli_common import err, guarded, keep_off_local_runs, out, progress_bar, shown
 from flows.context import CampaignContext
 from flows.environment import configure_prefect
-from flows.private_api import private_api, wait_ready
+from flows.private_api import flow_run_settings, private_api, wait_ready
 
 if TYPE_CHECKING:
     from flows.holders import Holder
@@ -149,7 +149,7 @@ def _run(campaign: Path | None, history: bool) -> None:
     from flows.submission import submission
 
     guarded(wait_ready)
-    with progress_bar(f"campaign {ctx.campaign.name}", len(ctx.plan.runs)):
+    with progress_bar(f"campaign {ctx.campaign.name}", len(ctx.plan.runs)), flow_run_settings():
         # the flow run is Failed when a run failed; the outcome is its result either way
         outcome = guarded(lambda: outcome_of(submission(
             campaign_file=str(campaign) if campaign else None, track_history=history,

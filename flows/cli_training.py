@@ -9,7 +9,7 @@ import typer
 from bench.campaign import Campaign
 from bench.submitted import passed
 from flows.cli_common import guarded, keep_off_local_runs, out, progress_bar, shown
-from flows.private_api import wait_ready
+from flows.private_api import flow_run_settings, wait_ready
 
 
 def is_training(campaign: Path | None) -> bool:
@@ -35,7 +35,7 @@ def run_training(campaign_file: Path, history: bool = False) -> None:
         out.print(f"{s.host}/{s.benchmark}: {len(s.runs)} runs as {s.official} "
                   f"(the ruleset asks {s.required})", highlight=False)
     guarded(wait_ready)  # the command's own Prefect API (flows.private_api), if it has one
-    with progress_bar(f"training campaign {campaign.name}", total):
+    with progress_bar(f"training campaign {campaign.name}", total), flow_run_settings():
         summary = guarded(lambda: training_outcome_of(training(
             campaign_file=str(campaign_file), track_history=history, return_state=True)))
     out.print(f"\n{summary.passed} of {summary.runs} runs passed.")

@@ -62,10 +62,13 @@ def private_api() -> Iterator[None]:
 
 
 def wait_ready(timeout_s: float | None = None) -> None:
-    """Return once the command's own API answers (at once when it has none)."""
+    """Return once the command's own API answers (at once when it has none). Meanwhile,
+    what Prefect imports lazily at a flow's first call is imported (FastAPI's encoder of the
+    flow's parameters, about 0.25 s), which the flow would otherwise wait for after the API."""
     url = os.environ.get(PRIVATE)
     if not url or url != os.environ.get("PREFECT_API_URL"):
         return
+    import fastapi.encoders  # noqa: F401
     limit = timeout_s or float(os.environ.get(
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))
     deadline = time.monotonic() + limit
@@ -88,6 +91,20 @@ def wait_ready(timeout_s: float | None = None) -> None:
                       f"answer within {limit:.0f} s; the machine may be overloaded. Raise "
                       "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or start a server "
                       "(`subrun server start`) and export PREFECT_API_URL.")
+
+
+@contextmanager
+def flow_run_settings() -> Iterator[None]:
+    """Prefect's settings for the flow run of this command: on its own API, no heartbeats.
+    They let a server notice a crashed flow run, but this API ends with the command, and at
+    the flow's end Prefect waits for the heartbeat thread to wake from its one-second nap."""
+    if not is_private(os.environ.get("PREFECT_API_URL")):
+        yield
+        return
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def _ephemeral_allowed() -> bool:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from prefect.settings import get_current_settings
 
-from flows.private_api import PRIVATE, private_api, wait_ready
+from flows.private_api import PRIVATE, flow_run_settings, private_api, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,12 +22,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # a command's process, as `subrun run` is one: the API started before Prefect is imported
 COMMAND = """
 import json, os, psutil, requests
-from flows.private_api import PRIVATE, private_api, wait_ready
+from prefect.settings import get_current_settings
+
+from flows.private_api import PRIVATE, flow_run_settings, private_api, wait_ready
 with private_api():
     from flows.holders import server_in_use
     wait_ready()
+    from prefect import flow
+    from prefect.settings import get_current_settings
+
+    @flow
+    def answer() -> int:
+        return get_current_settings().flows.heartbeat_frequency or 42
+
+    with flow_run_settings():  # no heartbeats to an API that ends with the command
+        flow_result = answer()
     url = os.environ["PREFECT_API_URL"]
-    print(json.dumps({"url": url, "private": os.environ.get(PRIVATE),
+    print(json.dumps({"url": url, "private": os.environ.get(PRIVATE), "flow": flow_result,
                       "health": requests.get(url + "/health", timeout=5).ok,
                       "in_use": server_in_use(),
                       "api": [p.pid for p in psutil.Process().children(recursive=True)
@@ -45,6 +57,7 @@ def test_the_commands_own_api_answers_is_not_a_server_and_ends_with_the_command(
     inside, after = (json.loads(line) for line in done.stdout.splitlines()[-2:])
     assert inside["url"] == inside["private"] and inside["url"].startswith("http://127.0.0.1:")
     assert inside["health"] and not inside["in_use"]  # no slots, no cancellation to watch
+    assert inside["flow"] == 42  # the flow ran on it, with no heartbeat frequency set
     assert len(inside["api"]) == 1 and not psutil.pid_exists(inside["api"][0])
     assert after["after"] is None
 
@@ -58,6 +71,8 @@ def test_a_configured_server_is_used_and_nothing_is_started(
         assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:4200/api"
         assert PRIVATE not in os.environ
         wait_ready()  # nothing of its own to wait for
+        with flow_run_settings():  # a server's flow runs keep their heartbeats
+            assert get_current_settings().flows.heartbeat_frequency == 180
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
