@@ -16,6 +16,7 @@ from lab.config import DockerSettings, Mount
 from lab.docker import Engine
 from lab.errors import ImageError
 from lab.host import CommandResult, Host
+from lab.image_facts import image_fact
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,7 @@ def _check(host: Host, settings: DockerSettings, manifest: Manifest, image: str,
     argv_tool = f"{asset.algorithm}sum"
     if asset.location == "image":
         path = asset.path
-        result = Engine(host, settings).oneshot(image, [argv_tool, path], timeout_s,
-                                                check=False)
+        result = image_fact(Engine(host, settings), image, [argv_tool, path], timeout_s)
     else:
         path = str(PurePosixPath(host_path(host.name, settings, manifest, asset.location))
                    / asset.path)

@@ -19,6 +19,7 @@ from lab.config import DockerSettings
 from lab.docker import Engine
 from lab.errors import CommandFailed, ImageError
 from lab.host import CommandResult, Host
+from lab.image_facts import image_fact
 from lab.native import env_python
 
 PROBE = r"""
@@ -112,7 +113,7 @@ def collect(host: Host, settings: DockerSettings, image: str | None) -> Software
 
 def _run(host: Host, settings: DockerSettings, image: str | None) -> CommandResult:
     if settings.engine and image:
-        return Engine(host, settings).oneshot(image, PROBE_ARGV, PROBE_TIMEOUT_S, check=False)
+        return image_fact(Engine(host, settings), image, PROBE_ARGV, PROBE_TIMEOUT_S)
     argv = (env_python(image), *PROBE_ARGV[1:]) if image else PROBE_ARGV  # image: a native env
     return run_probe(host, argv, timeout_s=PROBE_TIMEOUT_S)
 
