@@ -69,7 +69,7 @@ SEGMENTS = [  # (column, description): consecutive parts of one run, opened to r
     ("harness", "harness start-up until LoadGen starts (imports, model, QSL)"),
     ("LoadGen", "LoadGen's own run time"),
     ("exit", "LoadGen's end until the container exits (logs, teardown, accuracy scoring)"),
-    ("collect", "the exit noticed (1 s polling), files fetched and stored, container removed"),
+    ("collect", "the exit seen (`docker wait`), files fetched and stored, container removed"),
     ("record", "run dir removed, verdict, run record written"),
 ]
 
