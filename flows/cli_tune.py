@@ -11,6 +11,7 @@ from rich.table import Table
 from flows.cli_campaign import CampaignArg, _load
 from flows.cli_common import guarded, out, progress_bar, shown
 from flows.environment import configure_prefect
+from flows.private_api import flow_run_settings, private_api, wait_ready
 
 STATE_STYLE = {"tuned": "green", "kept": "green", "skipped": "yellow", "failed": "red",
                "current": "green", "stale": "dim", "under way": "yellow"}
@@ -35,13 +36,19 @@ def tune_command(
         show_book(campaign, output)
         return
     configure_prefect()
+    with private_api():  # boots while the campaign is read and checked, as for `subrun run`
+        _tune(campaign, again)
+
+
+def _tune(campaign: Path | None, again: bool) -> None:
     from bench.tuning_use import triples
     from flows.tuning import tuning
 
     ctx = _load(campaign)  # validate before Prefect starts
     total = sum(1 for _ in triples(ctx.campaign, ctx.manifests))
     ctx.close()
-    with progress_bar(f"tuning {ctx.campaign.name}", total):
+    guarded(wait_ready)
+    with progress_bar(f"tuning {ctx.campaign.name}", total), flow_run_settings():
         rows = guarded(lambda: tuning(campaign_file=str(campaign) if campaign else None,
                                       again=again))
     table = Table(title=f"tuning of campaign {ctx.campaign.name} ({ctx.campaign.paths.tuning})")
