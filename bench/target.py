@@ -244,10 +244,11 @@ def find(target: RunTarget, record: RunRecord, phase: str = "") -> RunHandle | N
 
 def wait(target: RunTarget, handle: RunHandle, timeout_s: float) -> ProcessEnd:
     """Wait for the attempt to end; past the deadline it is stopped and reported running."""
-    try:
-        return target.runner.wait(target, handle.process, timeout_s)
-    finally:  # ended, or stopped at its deadline: either way it no longer loads the host
-        _ENDED[target.host] = time.monotonic()
+    status = target.runner.wait(target, handle.process, timeout_s)
+    # ended, or stopped at its deadline: either way it no longer loads the host (a wait cut
+    # by a dropped link says nothing of the run, which may go on)
+    _ENDED[target.host] = time.monotonic()
+    return status
 
 
 # when this controller last saw a run's workload end on a host (time.monotonic())
